@@ -1,0 +1,661 @@
+"""LibCST -> event IR: the only module that walks the CST.
+
+One pass collects what the whole module knows (imports, function and class definitions,
+optimizer assignments and their module links); a second pass turns each function body into the
+IR of `model.py`, inlining calls to same-module functions, and picks the units the dataflow runs
+on: the innermost loops holding a backward and a step, and step functions nobody here calls.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Optional, Sequence, Union
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from .flow import summarize
+from .model import Branch, Event, Inline, Jump, Kind, Loop, Node, Seq, Settings, Span, Test, Try, Unit
+from .optimizers import OptimizerTable, is_engine_callee, is_optimizer_callee, last_segment
+
+MAX_INLINE_DEPTH = 4
+_ACCUMULATION_WORDS = re.compile(r"accum|micro|update_freq|sync_grad|grad_acc", re.I)
+_EMPTY_MODULE = cst.Module(body=[])
+
+Function = Union[cst.FunctionDef]
+
+
+def text_of(node: cst.CSTNode) -> str:
+    """Source text of an expression without any whitespace (a stable key)."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute) and not node.lpar:
+        return f"{text_of(node.value)}.{node.attr.value}"
+    return "".join(_EMPTY_MODULE.code_for_node(node).split())
+
+
+def dotted(node: cst.BaseExpression) -> Optional[str]:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        head = dotted(node.value)
+        return None if head is None else f"{head}.{node.attr.value}"
+    return None
+
+
+def bound_names(target: cst.BaseExpression) -> Iterable[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from bound_names(element.value)
+
+
+def block_of(suite: cst.BaseSuite) -> Sequence[Union[cst.BaseStatement, cst.BaseSmallStatement]]:
+    return suite.body
+
+
+class _Calls(cst.CSTVisitor):
+    """Calls of one statement in evaluation order (inner before outer), skipping lambdas."""
+
+    def __init__(self) -> None:
+        self.calls: list[cst.Call] = []
+
+    def leave_Call(self, original_node: cst.Call) -> None:
+        self.calls.append(original_node)
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+
+def calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    collector = _Calls()
+    node.visit(collector)
+    return collector.calls
+
+
+@dataclass
+class ClassInfo:
+    methods: dict[str, cst.FunctionDef]
+    bases: list[str]
+
+
+@dataclass
+class ModuleInfo:
+    aliases: dict[str, str] = field(default_factory=dict)
+    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    called: set[str] = field(default_factory=set)
+    table: OptimizerTable = field(default_factory=OptimizerTable)
+
+    def qualify(self, node: cst.BaseExpression) -> Optional[str]:
+        name = dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        head = self.aliases.get(head, head)
+        return f"{head}.{rest}" if rest else head
+
+
+class _Collector:
+    """Pass 1: imports, definitions, optimizer assignments and links, names that are called."""
+
+    def __init__(self, info: ModuleInfo) -> None:
+        self.info = info
+
+    def statements(self, body: Sequence[cst.CSTNode], cls: Optional[ClassInfo] = None) -> None:
+        for statement in body:
+            self.statement(statement, cls)
+
+    def statement(self, node: cst.CSTNode, cls: Optional[ClassInfo]) -> None:
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                self.small(small)
+        elif isinstance(node, cst.FunctionDef):
+            if cls is not None:
+                cls.methods[node.name.value] = node
+            else:
+                self.info.functions.setdefault(node.name.value, node)
+            self.statements(block_of(node.body))
+        elif isinstance(node, cst.ClassDef):
+            bases = [b for b in (dotted(arg.value) for arg in node.bases) if b]
+            info = ClassInfo({}, bases)
+            self.info.classes[node.name.value] = info
+            self.statements(block_of(node.body), info)
+        else:
+            for suite in _suites(node):
+                self.statements(block_of(suite))
+
+    def small(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = dotted(alias.name) or ""
+                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else full.split(".")[0]
+                self.info.aliases[local] = full if alias.asname else local
+        elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+            base = dotted(node.module) if node.module else ""
+            for alias in node.names:
+                name = dotted(alias.name) or ""
+                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+                self.info.aliases[local] = f"{base}.{name}" if base else name
+        elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            self.assignment(targets, node.value)
+        for call in calls_in(node):
+            if isinstance(call.func, cst.Name):
+                self.info.called.add(call.func.value)
+            elif isinstance(call.func, cst.Attribute):
+                self.info.called.add(call.func.attr.value)
+
+    def assignment(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        if not isinstance(value, cst.Call):
+            return
+        qualified = self.info.qualify(value.func) or ""
+        table = self.info.table
+        for target in targets:
+            if isinstance(target, (cst.Tuple, cst.List)):
+                if qualified.startswith("deepspeed.") and target.elements:
+                    table.engines.add(text_of(target.elements[0].value))
+                continue
+            key = text_of(target)
+            if is_optimizer_callee(qualified):
+                table.built.add(key)
+                module = _parameters_owner(value)
+                if module is not None:
+                    table.links[key] = module
+            elif is_engine_callee(qualified):
+                table.engines.add(key)
+
+
+def _parameters_owner(call: cst.Call) -> Optional[str]:
+    """`Adam(model.parameters(), ...)` -> "model" (the first `.parameters()` in the arguments)."""
+    for inner in calls_in(call):
+        func = inner.func
+        if inner is not call and isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "named_parameters"):
+            return text_of(func.value)
+    return None
+
+
+def _suites(node: cst.CSTNode) -> list[cst.BaseSuite]:
+    """The blocks directly nested in a compound statement, in source order."""
+    suites: list[cst.BaseSuite] = []
+    if isinstance(node, (cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar)):
+        suites.append(node.body)
+    if isinstance(node, cst.If) and node.orelse is not None:
+        if isinstance(node.orelse, cst.If):
+            suites.extend(_suites(node.orelse))
+        else:
+            suites.append(node.orelse.body)
+    elif isinstance(node, (cst.For, cst.While)) and node.orelse is not None:
+        suites.append(node.orelse.body)
+    elif isinstance(node, (cst.Try, cst.TryStar)):
+        suites.extend(h.body for h in node.handlers)
+        if node.orelse is not None:
+            suites.append(node.orelse.body)
+        if node.finalbody is not None:
+            suites.append(node.finalbody.body)
+    elif isinstance(node, cst.Match):
+        suites.extend(case.body for case in node.cases)
+    return suites
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where the IR builder stands: enclosing class, inlining state, accelerate gating."""
+
+    cls: Optional[ClassInfo] = None
+    local: tuple[tuple[str, cst.FunctionDef], ...] = ()  # nested defs visible by name
+    subst: tuple[tuple[str, str], ...] = ()  # callee parameter -> caller argument text
+    anchor: Optional[int] = None  # site of the outermost inlined call
+    stack: tuple[int, ...] = ()  # ids of functions being inlined (recursion guard)
+    gate: Optional[Test] = None  # inside `with accelerator.accumulate(...)`
+    own: bool = True  # False inside inlined code: its loops belong to another function
+    stepped_and_cleared: frozenset[str] = frozenset()
+
+
+@dataclass
+class Analysis:
+    """What the module holds for the dataflow: units with their optimizers, and site positions."""
+
+    module: cst.Module
+    units: list[tuple[Unit, list[str]]]
+    labels: dict[str, str]
+    sites: list[cst.CSTNode]
+    _positions: Optional[dict[cst.CSTNode, object]] = None
+
+    def locate(self, site: int) -> Span:
+        if self._positions is None:
+            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
+            self._positions = dict(wrapper.resolve(PositionProvider))
+        where = self._positions[self.sites[site]]
+        return Span(where.start.line, where.start.column, where.end.line, where.end.column)  # type: ignore[attr-defined]
+
+
+class _Builder:
+    """Pass 2: statements -> IR, with same-module calls inlined."""
+
+    def __init__(self, info: ModuleInfo) -> None:
+        self.info = info
+        self.sites: list[cst.CSTNode] = []
+        self.site_ids: dict[int, int] = {}
+        self.own_loops: list[Loop] = []
+
+    def site(self, node: cst.CSTNode) -> int:
+        known = self.site_ids.get(id(node))
+        if known is None:
+            known = self.site_ids[id(node)] = len(self.sites)
+            self.sites.append(node)
+        return known
+
+    # --- statements -------------------------------------------------------------------------
+
+    def block(self, body: Sequence[cst.CSTNode], ctx: Context) -> Seq:
+        ctx = self._with_local_defs(body, ctx)
+        items: list[Node] = []
+        for statement in body:
+            items.extend(self.statement(statement, ctx))
+        return Seq(tuple(items))
+
+    def _with_local_defs(self, body: Sequence[cst.CSTNode], ctx: Context) -> Context:
+        defs = tuple((s.name.value, s) for s in body if isinstance(s, cst.FunctionDef))
+        return replace(ctx, local=defs + ctx.local) if defs else ctx
+
+    def statement(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        if isinstance(node, cst.SimpleStatementLine):
+            return [item for small in node.body for item in self.small(small, ctx)]
+        if isinstance(node, cst.If):
+            return self._if(node, ctx)
+        if isinstance(node, (cst.For, cst.While)):
+            return self._loop(node, ctx)
+        if isinstance(node, (cst.Try, cst.TryStar)):
+            handlers = tuple(self.block(block_of(h.body), ctx) for h in node.handlers)
+            orelse = self.block(block_of(node.orelse.body), ctx) if node.orelse else Seq()
+            final = self.block(block_of(node.finalbody.body), ctx) if node.finalbody else Seq()
+            return [Try(self.block(block_of(node.body), ctx), handlers, orelse, final)]
+        if isinstance(node, cst.With):
+            return self._with(node, ctx)
+        if isinstance(node, cst.Match):
+            arms = [self.block(block_of(case.body), ctx) for case in node.cases]
+            if not any(_is_wildcard(case) for case in node.cases):
+                arms.append(Seq())
+            return [Branch(tuple(arms))]
+        return []  # definitions and the rest run nothing here
+
+    def small(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        if isinstance(node, cst.Break):
+            return [Jump("break")]
+        if isinstance(node, cst.Continue):
+            return [Jump("continue")]
+        items = self.expression_events(node, ctx)
+        if isinstance(node, cst.Return):
+            items.append(Jump("return"))
+        elif isinstance(node, cst.Raise):
+            items.append(Jump("raise"))
+        return items
+
+    def _if(self, node: cst.If, ctx: Context) -> list[Node]:
+        body = self.block(block_of(node.body), ctx)
+        if isinstance(node.orelse, cst.If):
+            orelse = Seq(tuple(self._if(node.orelse, ctx)))
+        elif node.orelse is not None:
+            orelse = self.block(block_of(node.orelse.body), ctx)
+        else:
+            orelse = Seq()
+        return [*self.expression_events(node.test, ctx), Branch((body, orelse), classify(node.test))]
+
+    def _loop(self, node: Union[cst.For, cst.While], ctx: Context) -> list[Node]:
+        anchor = ctx.anchor if ctx.anchor is not None else self.site(node)
+        if isinstance(node, cst.For):
+            cleared = self._clear_idiom(node, anchor, ctx)
+            if cleared is not None:
+                return cleared
+            targets = frozenset(bound_names(node.target))
+            infinite = False
+        else:
+            targets = frozenset()
+            infinite = isinstance(node.test, (cst.Name, cst.Integer)) and text_of(node.test) in ("True", "1")
+        orelse = self.block(block_of(node.orelse.body), ctx) if node.orelse else Seq()
+        loop = Loop(self.block(block_of(node.body), ctx), anchor, infinite, targets, orelse)
+        if ctx.own:
+            self.own_loops.append(loop)
+        return [loop]
+
+    def _with(self, node: cst.With, ctx: Context) -> list[Node]:
+        items: list[Node] = []
+        for item in node.items:
+            call = item.item
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "accumulate":
+                key = f"{text_of(call.func.value)}.sync_gradients"
+                ctx = replace(ctx, gate=Test(accumulation=True, key=key))
+            else:
+                items.extend(self.expression_events(call, ctx))
+        return [*items, *self.block(block_of(node.body), ctx).items]
+
+    # --- expressions ------------------------------------------------------------------------
+
+    def expression_events(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        items: list[Node] = []
+        for call in calls_in(node):
+            items.extend(self.call_events(call, ctx))
+        return items
+
+    def key(self, node: cst.BaseExpression, ctx: Context) -> str:
+        raw = text_of(node)
+        for param, arg in ctx.subst:
+            if raw == param or raw.startswith((param + ".", param + "[")):
+                return arg + raw[len(param):]
+        return raw
+
+    def event(self, kind: Kind, call: cst.CSTNode, ctx: Context, target: Optional[str] = None) -> Node:
+        site = ctx.anchor if ctx.anchor is not None else self.site(call)
+        event = Event(kind, site, target, target or "")
+        if ctx.gate is not None and kind in (Kind.STEP, Kind.CLEAR):
+            return Branch((Seq((event,)), Seq()), ctx.gate)
+        return event
+
+    def call_events(self, call: cst.Call, ctx: Context) -> list[Node]:
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            return self._method_call(call, func, ctx)
+        if isinstance(func, cst.Name):
+            if self.info.qualify(func) == "torch.autograd.backward":
+                return [self.event(Kind.BACKWARD, call, ctx)]
+            target = dict(ctx.local).get(func.value) or self.info.functions.get(func.value)
+            if target is not None:
+                return self.inline(target, call, ctx, skip_self=False)
+        return []
+
+    def _method_call(self, call: cst.Call, func: cst.Attribute, ctx: Context) -> list[Node]:
+        name = func.attr.value
+        if name in ("backward", "manual_backward"):
+            return [self.event(Kind.BACKWARD, call, ctx)]
+        if name == "zero_grad":
+            return self._clear(call, self.key(func.value, ctx), ctx)
+        if name == "step":
+            return self._step(call, self.key(func.value, ctx), ctx)
+        if name == "optimizer_step" and call.args:
+            return [self.event(Kind.STEP, call, ctx, self.key(call.args[0].value, ctx))]
+        if isinstance(func.value, cst.Name) and func.value.value == "self" and ctx.cls is not None:
+            method = self._method(ctx.cls, name)
+            if method is not None:
+                return self.inline(method, call, ctx, skip_self=True)
+        return []
+
+    def _method(self, cls: ClassInfo, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
+        if name in cls.methods:
+            return cls.methods[name]
+        for base in cls.bases if depth < 5 else ():
+            info = self.info.classes.get(base.rsplit(".", 1)[-1])
+            found = self._method(info, name, depth + 1) if info is not None else None
+            if found is not None:
+                return found
+        return None
+
+    def _step(self, call: cst.Call, receiver: str, ctx: Context) -> list[Node]:
+        table = self.info.table
+        name = last_segment(receiver)
+        if ("scaler" in name.lower() or receiver in table.engines) and call.args:
+            argument = call.args[0].value
+            if isinstance(argument, (cst.Name, cst.Attribute, cst.Subscript)):
+                return [self.event(Kind.STEP, call, ctx, self.key(argument, ctx))]
+            return []
+        if not table.is_optimizer(receiver, receiver in ctx.stepped_and_cleared):
+            return []
+        items: list[Node] = []
+        closure = self._closure(call, ctx)
+        if closure is not None:
+            items.extend(self.inline(closure, call, ctx, skip_self=False))
+        items.append(self.event(Kind.STEP, call, ctx, receiver))
+        return items
+
+    def _closure(self, call: cst.Call, ctx: Context) -> Optional[cst.FunctionDef]:
+        for arg in call.args:
+            if (arg.keyword is None or arg.keyword.value == "closure") and isinstance(arg.value, cst.Name):
+                found = dict(ctx.local).get(arg.value.value) or self.info.functions.get(arg.value.value)
+                if found is not None:
+                    return found
+        return None
+
+    def _clear(self, call: cst.CSTNode, receiver: str, ctx: Context) -> list[Node]:
+        table = self.info.table
+        if table.is_optimizer(receiver, receiver in ctx.stepped_and_cleared):
+            return [self.event(Kind.CLEAR, call, ctx, receiver)]
+        linked = table.optimizers_of_module(receiver)
+        if not linked:
+            return [self.event(Kind.MAYBE_CLEAR, call, replace(ctx, gate=None))]
+        # A module's own zero_grad() is not gated by accelerate: it runs every iteration.
+        ungated = replace(ctx, gate=None)
+        return [self.event(Kind.CLEAR, call, ungated, target) for target in linked]
+
+    def _clear_idiom(self, node: cst.For, anchor: int, ctx: Context) -> Optional[list[Node]]:
+        """`for p in m.parameters(): p.grad = None` (and friends) is one clear, not a loop."""
+        if not _clears_grads(node.body):
+            return None
+        iterator = node.iter
+        if isinstance(iterator, cst.Call) and isinstance(iterator.func, cst.Attribute):
+            owner = self.key(iterator.func.value, ctx)
+            if iterator.func.attr.value in ("parameters", "named_parameters"):
+                return self._clear(node, owner, replace(ctx, anchor=anchor))
+        if isinstance(iterator, cst.Attribute) and iterator.attr.value == "param_groups":
+            return [self.event(Kind.CLEAR, node, replace(ctx, anchor=anchor), self.key(iterator.value, ctx))]
+        return [self.event(Kind.MAYBE_CLEAR, node, replace(ctx, anchor=anchor, gate=None))]
+
+    def inline(self, function: cst.FunctionDef, call: cst.Call, ctx: Context, skip_self: bool) -> list[Node]:
+        if id(function) in ctx.stack or len(ctx.stack) >= MAX_INLINE_DEPTH:
+            return []
+        params = [p.name.value for p in function.params.params]
+        if skip_self and params:
+            params = params[1:]
+        subst: dict[str, str] = {}
+        for index, arg in enumerate(call.args):
+            if arg.star:
+                break
+            name = arg.keyword.value if arg.keyword else (params[index] if index < len(params) else None)
+            if name is not None and isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
+                value = self.key(arg.value, ctx)
+                if value != name:
+                    subst[name] = value
+        inner = replace(
+            ctx,
+            local=(),
+            subst=tuple(subst.items()),
+            anchor=ctx.anchor if ctx.anchor is not None else self.site(call),
+            stack=ctx.stack + (id(function),),
+            own=False,
+            stepped_and_cleared=ctx.stepped_and_cleared | self.scope_receivers(function),
+        )
+        return [Inline(self.block(block_of(function.body), inner))]
+
+    def scope_receivers(self, function: cst.CSTNode) -> frozenset[str]:
+        """Receivers both `.step()`-ed and `.zero_grad()`-ed in one function: optimizers."""
+        stepped: set[str] = set()
+        cleared: set[str] = set()
+        for call in calls_in(function):
+            if isinstance(call.func, cst.Attribute):
+                if call.func.attr.value == "step":
+                    stepped.add(text_of(call.func.value))
+                elif call.func.attr.value == "zero_grad":
+                    cleared.add(text_of(call.func.value))
+        return frozenset(stepped & cleared)
+
+
+def _is_wildcard(case: cst.MatchCase) -> bool:
+    pattern = case.pattern
+    return case.guard is None and isinstance(pattern, cst.MatchAs) and pattern.pattern is None
+
+
+def _clears_grads(suite: cst.BaseSuite) -> bool:
+    for statement in block_of(suite):
+        if isinstance(statement, cst.For) and _clears_grads(statement.body):
+            return True
+        if isinstance(statement, cst.If) and _clears_grads(statement.body):
+            return True
+        smalls = statement.body if isinstance(statement, cst.SimpleStatementLine) else [statement]
+        for small in smalls:
+            if isinstance(small, cst.Assign) and isinstance(small.value, cst.Name) and small.value.value == "None":
+                if any(text_of(t.target).endswith(".grad") for t in small.targets):
+                    return True
+            if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+                func = small.value.func
+                if isinstance(func, cst.Attribute) and func.attr.value in ("zero_", "detach_", "requires_grad_"):
+                    if text_of(func.value).endswith((".grad", ".grad.data")):
+                        return True
+    return False
+
+
+# --- conditions ---------------------------------------------------------------------------
+
+
+def classify(test: cst.BaseExpression) -> Test:
+    positive = True
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        positive = not positive
+        test = test.expression
+    text = text_of(test)
+    accumulation = "%" in text or bool(_ACCUMULATION_WORDS.search(text))
+    modular = _modular(test)
+    if modular is not None:
+        key, residue, when_true = modular
+        return Test(True, key, residue, positive == when_true)
+    return Test(accumulation, text, 0, positive)
+
+
+def _modular(test: cst.BaseExpression) -> Optional[tuple[str, int, bool]]:
+    """`(i + c) % k == d` -> ("mod:i%k", d - c, True); `!=` and bare `x % k` are the negation."""
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+        found = _phase(test, 0)
+        return None if found is None else (found[0], found[1], False)
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    if not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+        return None
+    left, right = test.left, target.comparator
+    if not (isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo)):
+        left, right = right, left
+    if not (isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo)):
+        return None
+    value = _offset_against(right, text_of(left.right))
+    found = None if value is None else _phase(left, value)
+    if found is None:
+        return None
+    return found[0], found[1], isinstance(target.operator, cst.Equal)
+
+
+def _offset_against(node: cst.BaseExpression, modulus: str) -> Optional[int]:
+    """An int literal, or `modulus - n` (which is -n modulo the modulus)."""
+    if isinstance(node, cst.Integer):
+        return int(node.value, 0)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.right, cst.Integer):
+        if text_of(node.left) == modulus and isinstance(node.operator, cst.Subtract):
+            return -int(node.right.value, 0)
+    return None
+
+
+def _phase(modulo: cst.BinaryOperation, equals: int) -> Optional[tuple[str, int]]:
+    counter = modulo.left
+    offset = 0
+    if isinstance(counter, cst.BinaryOperation) and isinstance(counter.right, cst.Integer):
+        sign = {cst.Add: 1, cst.Subtract: -1}.get(type(counter.operator))
+        if sign is None:
+            return None
+        offset = sign * int(counter.right.value, 0)
+        counter = counter.left
+    if not isinstance(counter, (cst.Name, cst.Attribute)):
+        return None
+    return f"mod:{text_of(counter)}%{text_of(modulo.right)}", equals - offset
+
+
+# --- units --------------------------------------------------------------------------------
+
+
+def extract(module: cst.Module, settings: Settings) -> Analysis:
+    """Find the training loops and step functions of a module, as IR units."""
+    info = ModuleInfo(table=OptimizerTable(settings))
+    _Collector(info).statements(module.body)
+    builder = _Builder(info)
+    units: list[tuple[Unit, list[str]]] = []
+    builder.block(module.body, Context())
+    units += _loop_units(builder.own_loops, {})
+    for function, cls in _functions(module.body, None):
+        builder.own_loops = []
+        ctx = Context(cls=cls, stepped_and_cleared=builder.scope_receivers(function))
+        body = builder.block(block_of(function.body), ctx)
+        cache: dict = {}  # type: ignore[type-arg]  # keyed by id(): only while `body` lives
+        units += _loop_units(builder.own_loops, cache)
+        if function.name.value not in info.called:
+            targets = _step_function_targets(body, cache)
+            if targets:
+                units.append((Unit(body, builder.site(function), is_function=True), targets))
+    labels = {target: target for _, targets in units for target in targets}
+    return Analysis(module, units, labels, builder.sites)
+
+
+def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo]) -> Iterable[tuple[cst.FunctionDef, Optional[ClassInfo]]]:
+    """Every function and method, nested ones included, with its enclosing class."""
+    for statement in body:
+        if isinstance(statement, cst.FunctionDef):
+            yield statement, cls
+            yield from _functions(block_of(statement.body), None)
+        elif isinstance(statement, cst.ClassDef):
+            yield from _functions(block_of(statement.body), _class_of(statement))
+        else:
+            for suite in _suites(statement):
+                yield from _functions(block_of(suite), cls)
+
+
+def _class_of(node: cst.ClassDef) -> ClassInfo:
+    methods = {s.name.value: s for s in block_of(node.body) if isinstance(s, cst.FunctionDef)}
+    bases = [b for b in (dotted(arg.value) for arg in node.bases) if b]
+    return ClassInfo(methods, bases)
+
+
+def _loop_units(loops: list[Loop], cache: dict) -> list[tuple[Unit, list[str]]]:  # type: ignore[type-arg]
+    units = []
+    for loop in loops:
+        summary = summarize(loop.body, cache)
+        if not summary.backward:
+            continue
+        nested = _nested_loops(loop.body)
+        targets = [
+            target
+            for target in sorted(summary.steps)
+            if not any(_holds(inner, target, cache) for inner in nested)
+        ]
+        if targets:
+            units.append((Unit(loop.body, loop.site, is_function=False, targets=loop.targets), targets))
+    return units
+
+
+def _holds(loop: Loop, target: str, cache: dict) -> bool:  # type: ignore[type-arg]
+    summary = summarize(loop.body, cache)
+    return summary.backward and target in summary.steps
+
+
+def _nested_loops(node: Node) -> list[Loop]:
+    found: list[Loop] = []
+    stack: list[Node] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Loop):
+            found.append(current)
+        if isinstance(current, Seq):
+            stack.extend(current.items)
+        elif isinstance(current, Branch):
+            stack.extend(current.arms)
+        elif isinstance(current, Loop):
+            stack.extend((current.body, current.orelse))
+        elif isinstance(current, Try):
+            stack.extend((current.body, *current.handlers, current.orelse, current.final))
+        elif isinstance(current, Inline):
+            stack.append(current.body)
+    return found
+
+
+def _step_function_targets(body: Seq, cache: dict) -> list[str]:  # type: ignore[type-arg]
+    summary = summarize(body, cache)
+    if not summary.backward:
+        return []
+    nested = _nested_loops(body)
+    return [t for t in sorted(summary.steps) if not any(_holds(inner, t, cache) for inner in nested)]

@@ -1,0 +1,103 @@
+"""Files in, findings out: discovery, decoding (PEP 263, BOM), noqa, parallel checking."""
+
+from __future__ import annotations
+
+import io
+import os
+import tokenize
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Optional, Sequence
+
+from .engine import lint_source
+from .model import Finding, Settings, Span
+from .rules import message
+from .suppress import unsuppressed
+
+SKIPPED_DIRS = frozenset(
+    {".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "__pycache__", "build", "dist",
+     "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs", "site-packages"}
+)
+PARALLEL_THRESHOLD = 16  # below this many files a process pool costs more than it saves
+
+
+@dataclass
+class FileResult:
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    error: Optional[str] = None  # the file could not be read at all (exit 2)
+
+
+def decode(data: bytes) -> str:
+    """Decode like the interpreter: BOM or PEP 263 cookie, else UTF-8. Raises on bad bytes."""
+    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    return data.decode(encoding)
+
+
+def check_source(source: str, settings: Settings) -> list[Finding]:
+    """lint_source plus `# noqa`, never raising: an internal error becomes ZG901."""
+    try:
+        findings = lint_source(source, settings)
+    except Exception as error:  # noqa: BLE001 - a bug must not stop the run (ZG901)
+        reason = f"{type(error).__name__}: {error}".strip().splitlines()[0]
+        return [Finding("ZG901", message("ZG901", reason), Span(1, 0, 1, 0))]
+    return unsuppressed(findings, source.splitlines())
+
+
+def check_bytes(path: str, data: bytes, settings: Settings) -> FileResult:
+    try:
+        source = decode(data)
+    except (SyntaxError, UnicodeDecodeError, LookupError) as error:
+        reason = f"cannot decode: {error}".splitlines()[0]
+        return FileResult(path, [Finding("ZG900", message("ZG900", reason), Span(1, 0, 1, 0))])
+    return FileResult(path, check_source(source, settings))
+
+
+def check_file(path: str, settings: Settings) -> FileResult:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        return FileResult(path, error=f"cannot read {path}: {error.strerror or error}")
+    return check_bytes(path, data, settings)
+
+
+def _check_file_args(args: tuple[str, Settings]) -> FileResult:
+    return check_file(*args)
+
+
+def discover(paths: Sequence[str]) -> Iterator[tuple[str, Optional[str]]]:
+    """(path, error) pairs: files named explicitly, and *.py files found under directories."""
+    for path in paths:
+        if os.path.isdir(path):
+            yield from ((p, None) for p in _walk(path))
+        elif os.path.exists(path):
+            yield path, None
+        else:
+            yield path, f"{path}: no such file or directory"
+
+
+def _walk(root: str) -> Iterator[str]:
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not _is_virtualenv(os.path.join(folder, d)))
+        for name in sorted(files):
+            if name.endswith(".py"):
+                yield os.path.join(folder, name)
+
+
+def _is_virtualenv(folder: str) -> bool:
+    return os.path.exists(os.path.join(folder, "pyvenv.cfg"))
+
+
+def lint_paths(paths: Iterable[str], settings: Settings = Settings(), jobs: int = 1) -> list[FileResult]:
+    """Check files and directories; results sorted by path."""
+    found = list(discover(list(paths)))
+    results = [FileResult(path, error=error) for path, error in found if error]
+    files = sorted({path for path, error in found if not error})
+    if jobs > 1 and len(files) >= PARALLEL_THRESHOLD:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            chunk = max(1, len(files) // (jobs * 8))
+            results += pool.map(_check_file_args, [(f, settings) for f in files], chunksize=chunk)
+    else:
+        results += [check_file(f, settings) for f in files]
+    return sorted(results, key=lambda r: r.path)

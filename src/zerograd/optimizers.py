@@ -1,0 +1,90 @@
+"""What is an optimizer, and what only looks like one (rules.md section 2).
+
+Works on plain strings: receivers as written (`self.optimizer`, `opt_d`, `optimizers["g"]`) and
+callees as qualified names resolved from the module's imports. No LibCST here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+
+from .model import Settings
+
+# Optimizer classes outside torch.optim that training code commonly builds directly.
+KNOWN_OPTIMIZER_CLASSES = frozenset(
+    """
+    SGD Adam AdamW Adagrad Adadelta Adamax NAdam RAdam RMSprop Rprop ASGD LBFGS SparseAdam
+    Adafactor Lion LAMB Lamb FusedAdam FusedLAMB FusedSGD FusedNovoGrad FusedLamb DeepSpeedCPUAdam
+    Adam8bit AdamW8bit PagedAdamW PagedAdamW8bit PagedAdamW32bit Lion8bit PagedLion SGD8bit
+    Adan AdaBelief Novograd NovoGrad Lookahead Ranger RAdamW Shampoo SophiaG Prodigy DAdaptAdam
+    DAdaptSGD Muon AdamWScheduleFree SGDScheduleFree Adamax8bit AdEMAMix Came CAME Apollo GaLoreAdamW
+    """.split()
+)
+
+# Calls that hand back an optimizer (Lightning's self.optimizers(), factory helpers).
+_FACTORY = re.compile(r"(?:^|_)(?:create|build|get|make|init|setup|configure|new)_?optim(?:izer)?s?$", re.I)
+_OPTIMIZER_NAME = re.compile(r"(?i:optim)|(?:^|_)[Oo]pt(?:$|_|[A-Z0-9])")
+# Receivers whose .step() is never an optimizer step.
+_NOT_OPTIMIZER_NAME = re.compile(
+    r"sched|(?:^|_)lr(?:$|_)|env|profil|engine|ema(?:$|_)|swa|scaler|pbar|progress|bar$|tqdm|"
+    r"timer|writer|logger|sampler|loader|trainer|callback|state$|scaler|annealer|warmup|stepper",
+    re.I,
+)
+_ENGINE_ROOTS = ("deepspeed.", "gym.", "gymnasium.", "torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
+
+
+def last_segment(receiver: str) -> str:
+    """`self.optimizers["g"]` -> `optimizers`; `opt_d` -> `opt_d`."""
+    head = receiver.split("[", 1)[0]
+    return head.rsplit(".", 1)[-1]
+
+
+def is_optimizer_callee(qualified: str) -> bool:
+    """True when calling `qualified` builds or returns an optimizer."""
+    if qualified.startswith(_ENGINE_ROOTS):
+        return False
+    last = qualified.rsplit(".", 1)[-1]
+    if qualified.startswith("torch.optim.") and last[:1].isupper():
+        return True
+    return last in KNOWN_OPTIMIZER_CLASSES or bool(_FACTORY.search(last)) or qualified.endswith(
+        "self.optimizers"
+    )
+
+
+def is_engine_callee(qualified: str) -> bool:
+    """True when calling `qualified` builds something whose .step() is not an optimizer step."""
+    return qualified.startswith(_ENGINE_ROOTS) or qualified.endswith("GradScaler")
+
+
+@dataclass
+class OptimizerTable:
+    """Per-module knowledge: assignments seen, module links, and the user's name patterns."""
+
+    settings: Settings = field(default_factory=Settings)
+    built: set[str] = field(default_factory=set)  # receivers assigned an optimizer
+    engines: set[str] = field(default_factory=set)  # receivers assigned a non-optimizer
+    links: dict[str, str] = field(default_factory=dict)  # optimizer -> module it was built from
+
+    def _user(self, receiver: str, patterns: tuple[str, ...]) -> bool:
+        name = last_segment(receiver)
+        return any(fnmatchcase(receiver, p) or fnmatchcase(name, p) for p in patterns)
+
+    def is_excluded(self, receiver: str) -> bool:
+        if self._user(receiver, self.settings.not_optimizer_names):
+            return True
+        if receiver in self.built:
+            return False
+        return receiver in self.engines or bool(_NOT_OPTIMIZER_NAME.search(last_segment(receiver)))
+
+    def is_optimizer(self, receiver: str, also_cleared_and_stepped: bool = False) -> bool:
+        """rules.md section 2: constructor, name, user pattern, or both stepped and cleared."""
+        if self.is_excluded(receiver):
+            return False
+        if receiver in self.built or self._user(receiver, self.settings.optimizer_names):
+            return True
+        return bool(_OPTIMIZER_NAME.search(last_segment(receiver))) or also_cleared_and_stepped
+
+    def optimizers_of_module(self, module: str) -> list[str]:
+        return sorted(o for o, m in self.links.items() if m == module)

@@ -1,0 +1,77 @@
+"""Codes, names and one-line messages; turns the dataflow's verdicts into findings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .flow import Verdict
+
+
+@dataclass(frozen=True)
+class Rule:
+    code: str
+    name: str  # kebab-case, names the pattern (ruff's convention)
+    summary: str
+    message: str  # formatted with o=the optimizer as written
+
+
+RULES: dict[str, Rule] = {
+    rule.code: rule
+    for rule in (
+        Rule(
+            "ZG001",
+            "gradients-never-cleared",
+            "an optimizer's gradients are never cleared in the training loop",
+            "gradients of '{o}' are never cleared in this loop; "
+            "call {o}.zero_grad() before backward() or after step()",
+        ),
+        Rule(
+            "ZG002",
+            "zero-grad-between-backward-and-step",
+            "zero_grad() runs between backward() and step(), so the step applies zeroed gradients",
+            "'{o}' is cleared after backward() and before {o}.step(), so the step applies zeroed "
+            "gradients; move {o}.zero_grad() before backward()",
+        ),
+        Rule(
+            "ZG003",
+            "accumulation-frequency-mismatch",
+            "zero_grad() and step() run at different frequencies, defeating gradient accumulation",
+            "'{o}' is cleared and stepped at different frequencies, which defeats gradient "
+            "accumulation; clear it under the same condition as {o}.step(), right after the step",
+        ),
+        Rule(
+            "ZG004",
+            "zero-grad-skipped-on-some-path",
+            "some path through the loop reaches step() without clearing the gradients",
+            "a path through this loop reaches {o}.step() without clearing '{o}' (a continue or a "
+            "branch skips the zero_grad()); clear at the top of the loop or right after step()",
+        ),
+        Rule(
+            "ZG005",
+            "step-function-never-clears",
+            "a step function calls backward() and step() but nothing here ever clears the gradients",
+            "this step function never clears '{o}' and no caller in this module does; "
+            "call {o}.zero_grad() before backward() or after step()",
+        ),
+        Rule("ZG900", "syntax-error", "the file cannot be parsed", "cannot parse: {o}"),
+        Rule("ZG901", "internal-error", "zerograd failed on this file (a bug: please report it)",
+             "internal error: {o}"),
+    )
+}
+
+_CODE_OF_VERDICT = {
+    "never_cleared": "ZG001",
+    "cleared_before_step": "ZG002",
+    "frequency_mismatch": "ZG003",
+    "skipped_clear": "ZG004",
+}
+
+
+def code_for(verdict: Verdict, in_step_function: bool) -> str:
+    if verdict.kind == "never_cleared" and in_step_function:
+        return "ZG005"
+    return _CODE_OF_VERDICT[verdict.kind]
+
+
+def message(code: str, optimizer: str) -> str:
+    return RULES[code].message.format(o=optimizer)
