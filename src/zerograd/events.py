@@ -163,7 +163,7 @@ class _Collector:
                 table.built.add(key)
                 module = _parameters_owner(value)
                 if module is not None:
-                    table.links[key] = module
+                    table.links.setdefault(key, set()).add(module)
             elif is_engine_callee(qualified):
                 table.engines.add(key)
 

@@ -31,7 +31,7 @@ class Verdict(NamedTuple):
 class State(NamedTuple):
     stale: bool  # gradients already applied by a step are still in .grad
     pending: bool  # a backward has produced gradients no step has used yet
-    guard: int  # strongest guard passed since the last backward that could skip a step
+    guard: int  # strongest guard passed while gradients were pending that could skip a step
     discard: Optional[int]  # site of an unguarded clear that threw pending gradients away
     skip: Optional[int]  # site of a clear skipped through an accumulation condition (-1: other)
     facts: frozenset[tuple[str, int, bool]]  # known outcomes of keyed conditions
@@ -318,14 +318,15 @@ def _fixpoint(graph: Graph, target: str) -> Optional[list[set[State]]]:
 
 def _transfer(event: Event, s: State, target: str) -> State:
     if event.kind is Kind.BACKWARD:
-        return s._replace(pending=True, guard=NO_GUARD, discard=None)
+        # The guard survives: another loss's backward (a GAN's) does not undo a skipped step.
+        return s._replace(pending=True, discard=None)
     if event.kind is Kind.STEP and event.target == target:
         return s._replace(stale=True, pending=False, guard=NO_GUARD, discard=None, skip=None)
     if event.kind is Kind.CLEAR and event.target == target:
         discard = event.site if s.pending and s.guard == NO_GUARD else s.discard
-        return s._replace(stale=False, pending=False, discard=discard, skip=None)
+        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=discard, skip=None)
     if event.kind is Kind.MAYBE_CLEAR:
-        return s._replace(stale=False, pending=False, discard=None, skip=None)
+        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None)
     return s
 
 

@@ -65,7 +65,7 @@ class OptimizerTable:
     settings: Settings = field(default_factory=Settings)
     built: set[str] = field(default_factory=set)  # receivers assigned an optimizer
     engines: set[str] = field(default_factory=set)  # receivers assigned a non-optimizer
-    links: dict[str, str] = field(default_factory=dict)  # optimizer -> module it was built from
+    links: dict[str, set[str]] = field(default_factory=dict)  # optimizer -> modules it was built from
 
     def _user(self, receiver: str, patterns: tuple[str, ...]) -> bool:
         name = last_segment(receiver)
@@ -87,4 +87,4 @@ class OptimizerTable:
         return bool(_OPTIMIZER_NAME.search(last_segment(receiver))) or also_cleared_and_stepped
 
     def optimizers_of_module(self, module: str) -> list[str]:
-        return sorted(o for o, m in self.links.items() if m == module)
+        return sorted(o for o, modules in self.links.items() if module in modules)
