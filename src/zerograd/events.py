@@ -17,7 +17,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .flow import summarize
 from .model import Branch, Event, Inline, Jump, Kind, Loop, Node, Seq, Settings, Span, Test, Try, Unit
-from .optimizers import OptimizerTable, is_engine_callee, is_optimizer_callee, last_segment
+from .optimizers import OptimizerTable, is_engine_callee, is_optimizer_callee, is_scaler_callee
 
 MAX_INLINE_DEPTH = 4
 _ACCUMULATION_WORDS = re.compile(r"accum|micro|update_freq|sync_grad|grad_acc", re.I)
@@ -164,6 +164,8 @@ class _Collector:
                 module = _parameters_owner(value)
                 if module is not None:
                     table.links.setdefault(key, set()).add(module)
+            elif is_scaler_callee(qualified):
+                table.scalers.add(key)
             elif is_engine_callee(qualified):
                 table.engines.add(key)
 
@@ -394,8 +396,7 @@ class _Builder:
 
     def _step(self, call: cst.Call, receiver: str, ctx: Context) -> list[Node]:
         table = self.info.table
-        name = last_segment(receiver)
-        if ("scaler" in name.lower() or receiver in table.engines) and call.args:
+        if table.is_scaler(receiver) and call.args:
             argument = call.args[0].value
             if isinstance(argument, (cst.Name, cst.Attribute, cst.Subscript)):
                 return [self.event(Kind.STEP, call, ctx, self.key(argument, ctx))]

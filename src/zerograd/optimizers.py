@@ -55,7 +55,12 @@ def is_optimizer_callee(qualified: str) -> bool:
 
 def is_engine_callee(qualified: str) -> bool:
     """True when calling `qualified` builds something whose .step() is not an optimizer step."""
-    return qualified.startswith(_ENGINE_ROOTS) or qualified.endswith("GradScaler")
+    return qualified.startswith(_ENGINE_ROOTS)
+
+
+def is_scaler_callee(qualified: str) -> bool:
+    """AMP gradient scalers: `scaler.step(optimizer)` steps that optimizer."""
+    return qualified.rsplit(".", 1)[-1].endswith("GradScaler")
 
 
 @dataclass
@@ -65,6 +70,7 @@ class OptimizerTable:
     settings: Settings = field(default_factory=Settings)
     built: set[str] = field(default_factory=set)  # receivers assigned an optimizer
     engines: set[str] = field(default_factory=set)  # receivers assigned a non-optimizer
+    scalers: set[str] = field(default_factory=set)  # receivers assigned a GradScaler
     links: dict[str, set[str]] = field(default_factory=dict)  # optimizer -> modules it was built from
 
     def _user(self, receiver: str, patterns: tuple[str, ...]) -> bool:
@@ -76,7 +82,7 @@ class OptimizerTable:
             return True
         if receiver in self.built:
             return False
-        return receiver in self.engines or bool(_NOT_OPTIMIZER_NAME.search(last_segment(receiver)))
+        return receiver in self.engines or receiver in self.scalers or bool(_NOT_OPTIMIZER_NAME.search(last_segment(receiver)))
 
     def is_optimizer(self, receiver: str, also_cleared_and_stepped: bool = False) -> bool:
         """rules.md section 2: constructor, name, user pattern, or both stepped and cleared."""
@@ -85,6 +91,9 @@ class OptimizerTable:
         if receiver in self.built or self._user(receiver, self.settings.optimizer_names):
             return True
         return bool(_OPTIMIZER_NAME.search(last_segment(receiver))) or also_cleared_and_stepped
+
+    def is_scaler(self, receiver: str) -> bool:
+        return receiver in self.scalers or "scaler" in last_segment(receiver).lower()
 
     def optimizers_of_module(self, module: str) -> list[str]:
         return sorted(o for o, modules in self.links.items() if module in modules)
