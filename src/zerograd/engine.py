@@ -6,9 +6,16 @@ checking a tree of unrelated files never pays for the import or the parse.
 
 from __future__ import annotations
 
+import ast
+
+from typing import TYPE_CHECKING
+
 from .flow import analyse
 from .model import Finding, Settings, Span
 from .rules import code_for, message
+
+if TYPE_CHECKING:
+    from .events import Analysis
 
 # Every BACKWARD form of rules.md contains this text (`.backward(`, `manual_backward(`,
 # `torch.autograd.backward`, `backward (`); without it no finding is possible.
@@ -26,10 +33,16 @@ def lint_source(source: str, settings: Settings = Settings()) -> list[Finding]:
     try:
         module = libcst.parse_module(source)
     except libcst.ParserSyntaxError as error:
-        return [_syntax_error(error.message, error.raw_line, error.raw_column)]
+        return [_syntax_error(source, error.message, error.raw_line, error.raw_column)]
     except (RecursionError, MemoryError, ValueError) as error:
-        return [_syntax_error(str(error) or type(error).__name__, 1, 0)]
-    analysis = extract(module, settings)
+        return [_syntax_error(source, str(error) or type(error).__name__, 1, 0)]
+    try:
+        return _findings(extract(module, settings))
+    except RecursionError:
+        return []  # nesting too deep to walk safely: report nothing rather than guess
+
+
+def _findings(analysis: "Analysis") -> list[Finding]:
     sites: dict[tuple[str, int], str] = {}
     for unit, targets in analysis.units:
         reported: set[tuple[str, str]] = set()
@@ -45,6 +58,13 @@ def lint_source(source: str, settings: Settings = Settings()) -> list[Finding]:
     return sorted(findings, key=lambda f: (f.line, f.col, f.code))
 
 
-def _syntax_error(reason: str, line: int, col: int) -> Finding:
+def _syntax_error(source: str, reason: str, line: int, col: int) -> Finding:
+    """ZG900 where CPython's own parser places the error (LibCST's position is often off)."""
+    try:
+        compile(source, "<source>", "exec", ast.PyCF_ONLY_AST)
+    except SyntaxError as error:
+        reason, line, col = error.msg, error.lineno or 1, (error.offset or 1) - 1
+    except (ValueError, RecursionError, MemoryError) as error:
+        reason, line, col = str(error), 1, 0
     reason = " ".join(reason.split()) or "invalid syntax"
     return Finding("ZG900", message("ZG900", reason), Span(max(line, 1), max(col, 0), max(line, 1), max(col, 0)))

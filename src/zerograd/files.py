@@ -48,7 +48,7 @@ def check_bytes(path: str, data: bytes, settings: Settings) -> FileResult:
     try:
         source = decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError) as error:
-        reason = f"cannot decode: {error}".splitlines()[0]
+        reason = f"undecodable bytes ({error})".splitlines()[0]
         return FileResult(path, [Finding("ZG900", message("ZG900", reason), Span(1, 0, 1, 0))])
     return FileResult(path, check_source(source, settings))
 

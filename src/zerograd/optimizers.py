@@ -78,11 +78,14 @@ class OptimizerTable:
         return any(fnmatchcase(receiver, p) or fnmatchcase(name, p) for p in patterns)
 
     def is_excluded(self, receiver: str) -> bool:
+        """Never an optimizer: the user says so, or it was built or is named as something else."""
         if self._user(receiver, self.settings.not_optimizer_names):
             return True
-        if receiver in self.built:
+        if receiver in self.built or self._user(receiver, self.settings.optimizer_names):
             return False
-        return receiver in self.engines or receiver in self.scalers or bool(_NOT_OPTIMIZER_NAME.search(last_segment(receiver)))
+        return receiver in self.engines or receiver in self.scalers or bool(
+            _NOT_OPTIMIZER_NAME.search(last_segment(receiver))
+        )
 
     def is_optimizer(self, receiver: str, also_cleared_and_stepped: bool = False) -> bool:
         """rules.md section 2: constructor, name, user pattern, or both stepped and cleared."""

@@ -1,0 +1,167 @@
+"""The zerograd command: formats, selection, noqa, stdin, exit codes, bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zerograd import __version__
+from zerograd.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "train.py"
+BUG = "import torch\nfor b in loader:\n    loss.backward()\n    optimizer.step()\n"
+CLEAN = "import torch\nfor b in loader:\n    optimizer.zero_grad()\n    loss.backward()\n    optimizer.step()\n"
+
+
+def run(*args: str, stdin: bytes = b"", cwd: Path = ROOT) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run(
+        [sys.executable, "-m", "zerograd", *args], input=stdin, capture_output=True, cwd=cwd, timeout=120
+    )
+
+
+def test_example_prints_findings_in_text_format() -> None:
+    result = run("examples/")
+    lines = result.stdout.decode().splitlines()
+    assert result.returncode == 1
+    assert [line.split(": ")[1].split()[0] for line in lines] == ["ZG001", "ZG002", "ZG003"]
+    assert lines[0].startswith("examples/train.py:12:13: ZG001 gradients of 'optimizer' are never cleared")
+    assert result.stderr == b""
+
+
+def test_json_format(tmp_path: Path) -> None:
+    (tmp_path / "bug.py").write_text(BUG)
+    result = run("--format", "json", "bug.py", cwd=tmp_path)
+    assert result.returncode == 1
+    assert json.loads(result.stdout) == [
+        {
+            "path": "bug.py",
+            "line": 4,
+            "col": 5,
+            "end_line": 4,
+            "end_col": 21,
+            "code": "ZG001",
+            "message": "gradients of 'optimizer' are never cleared in this loop; "
+            "call optimizer.zero_grad() before backward() or after step()",
+            "fix": None,
+        }
+    ]
+
+
+def test_clean_file_exits_zero_and_prints_nothing(tmp_path: Path) -> None:
+    (tmp_path / "ok.py").write_text(CLEAN)
+    result = run("ok.py", cwd=tmp_path)
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+
+
+def test_exit_zero_and_statistics(tmp_path: Path) -> None:
+    (tmp_path / "bug.py").write_text(BUG)
+    result = run("--exit-zero", "--statistics", "bug.py", cwd=tmp_path)
+    assert result.returncode == 0
+    assert result.stdout.decode().splitlines()[-1] == "1     ZG001 gradients-never-cleared"
+
+
+@pytest.mark.parametrize(
+    ("options", "codes"),
+    [
+        ((), ["ZG001", "ZG002", "ZG003"]),
+        (("--select", "ZG002"), ["ZG002"]),
+        (("--ignore", "ZG00"), []),
+        (("--ignore", "ZG", "--extend-select", "ZG003"), ["ZG003"]),
+        (("--select", "ZG001,ZG003"), ["ZG001", "ZG003"]),
+    ],
+)
+def test_select_ignore(options: tuple[str, ...], codes: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    main([*options, str(EXAMPLE)])
+    assert [line.split()[1] for line in capsys.readouterr().out.splitlines()] == codes
+
+
+def test_bad_code_is_a_usage_error() -> None:
+    result = run("--select", "E501", "examples/")
+    assert result.returncode == 2
+    assert b"not a zerograd code" in result.stderr
+
+
+def test_noqa_like_flake8(tmp_path: Path) -> None:
+    (tmp_path / "a.py").write_text(BUG.replace("step()", "step()  # noqa: ZG001"))
+    (tmp_path / "b.py").write_text(BUG.replace("step()", "step()  # noqa:ZG0"))
+    (tmp_path / "c.py").write_text(BUG.replace("step()", "step()  # NOQA"))
+    (tmp_path / "d.py").write_text(BUG.replace("step()", "step()  # noqa: ZG002"))
+    result = run(".", cwd=tmp_path)
+    assert result.stdout.decode().splitlines() == [
+        "./d.py:4:5: ZG001 gradients of 'optimizer' are never cleared in this loop; "
+        "call optimizer.zero_grad() before backward() or after step()"
+    ]
+
+
+def test_stdin_with_filename() -> None:
+    result = run("-", "--stdin-filename", "src/train.py", stdin=BUG.encode())
+    assert result.returncode == 1
+    assert result.stdout.decode().startswith("src/train.py:4:5: ZG001 ")
+
+
+def test_stdin_without_filename() -> None:
+    result = run("-", stdin=CLEAN.encode())
+    assert (result.returncode, result.stdout) == (0, b"")
+
+
+def test_version() -> None:
+    result = run("--version")
+    assert result.stdout.decode().strip() == f"zerograd {__version__}"
+
+
+def test_directory_walk_skips_virtualenvs_and_build(tmp_path: Path) -> None:
+    for folder in ("pkg", ".venv/lib", "build", "env_like"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "t.py").write_text(BUG)
+    (tmp_path / "env_like" / "pyvenv.cfg").write_text("home = /usr\n")
+    result = run(".", cwd=tmp_path)
+    assert [line.split(":")[0] for line in result.stdout.decode().splitlines()] == ["./pkg/t.py"]
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (b"def f(:\n    loss.backward()\n", "bad.py:1:7: ZG900 cannot parse: invalid syntax"),
+        (b"x = '\xff'\nloss.backward()\n", "bad.py:1:1: ZG900 cannot parse: undecodable bytes"),
+        (b"loss.backward()\x00\n", "bad.py:1:1: ZG900 cannot parse: source code string cannot contain null bytes"),
+    ],
+)
+def test_unparseable_input_is_zg900_not_a_traceback(tmp_path: Path, content: bytes, expected: str) -> None:
+    (tmp_path / "bad.py").write_bytes(content)
+    result = run("bad.py", cwd=tmp_path)
+    assert result.returncode == 1
+    assert result.stdout.decode().startswith(expected)
+    assert b"Traceback" not in result.stderr
+
+
+def test_empty_file_and_missing_path(tmp_path: Path) -> None:
+    (tmp_path / "empty.py").write_bytes(b"")
+    result = run("empty.py", "missing.py", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stdout == b""
+    assert result.stderr.decode().strip() == "zerograd: error: missing.py: no such file or directory"
+
+
+def test_latin1_cookie_and_bom_decode(tmp_path: Path) -> None:
+    (tmp_path / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nname = '\xe9'\n" + BUG.encode())
+    (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbf" + BUG.encode())
+    (tmp_path / "crlf.py").write_bytes(BUG.replace("\n", "\r\n").encode())
+    result = run("latin.py", "bom.py", "crlf.py", cwd=tmp_path)
+    assert [line.split(": ")[0] for line in result.stdout.decode().splitlines()] == [
+        "bom.py:4:5",
+        "crlf.py:4:5",
+        "latin.py:6:5",
+    ]
+
+
+def test_parallel_output_equals_serial(tmp_path: Path) -> None:
+    for index in range(40):
+        (tmp_path / f"f{index:02}.py").write_text(BUG if index % 3 else CLEAN)
+    serial = run("-j", "1", ".", cwd=tmp_path)
+    parallel = run("-j", "2", ".", cwd=tmp_path)
+    assert serial.stdout == parallel.stdout and serial.stdout.count(b"ZG001") == 26
