@@ -86,7 +86,8 @@ class ModuleInfo:
     aliases: dict[str, str] = field(default_factory=dict)
     functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
-    called: set[str] = field(default_factory=set)
+    called_names: set[str] = field(default_factory=set)  # f(...)
+    called_attributes: set[str] = field(default_factory=set)  # x.f(...)
     table: OptimizerTable = field(default_factory=OptimizerTable)
 
     def qualify(self, node: cst.BaseExpression) -> Optional[str]:
@@ -144,9 +145,9 @@ class _Collector:
             self.assignment(targets, node.value)
         for call in calls_in(node):
             if isinstance(call.func, cst.Name):
-                self.info.called.add(call.func.value)
+                self.info.called_names.add(call.func.value)
             elif isinstance(call.func, cst.Attribute):
-                self.info.called.add(call.func.attr.value)
+                self.info.called_attributes.add(call.func.attr.value)
 
     def assignment(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if not isinstance(value, cst.Call):
@@ -585,7 +586,8 @@ def extract(module: cst.Module, settings: Settings) -> Analysis:
         body = builder.block(block_of(function.body), ctx)
         cache: dict = {}  # type: ignore[type-arg]  # keyed by id(): only while `body` lives
         units += _loop_units(builder.own_loops, cache)
-        if function.name.value not in info.called:
+        called = info.called_attributes if cls is not None else info.called_names
+        if function.name.value not in called:
             targets = _step_function_targets(body, cache)
             if targets:
                 units.append((Unit(body, builder.site(function), is_function=True), targets))
