@@ -57,3 +57,9 @@ def test_flake8_plugin_option_registered() -> None:
     configured = flake8("--zerograd-optimizer-names", "trainer_thing", "-", stdin=source)
     assert plain.stdout == b""
     assert configured.stdout.decode().count("ZG001") == 1
+
+
+def test_plugin_import_does_not_import_libcst() -> None:
+    code = "import sys, zerograd.flake8_plugin, zerograd.cli; print('libcst' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
+    assert result.stdout.decode().strip() == "False"

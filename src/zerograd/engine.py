@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .flow import analyse
@@ -22,10 +23,22 @@ if TYPE_CHECKING:
 PREFILTER = "backward"
 
 
+@dataclass(frozen=True)
+class Report:
+    findings: list[Finding]
+    loops: int = 0  # training loops analysed
+    step_functions: int = 0  # step functions analysed on their own
+
+
 def lint_source(source: str, settings: Settings = Settings()) -> list[Finding]:
     """Findings for one module's source, sorted by position; no `# noqa` applied."""
+    return inspect_source(source, settings).findings
+
+
+def inspect_source(source: str, settings: Settings = Settings()) -> Report:
+    """Findings plus how many units were analysed (for the real-code benchmarks)."""
     if PREFILTER not in source:
-        return []
+        return Report([])
     import libcst
 
     from .events import extract
@@ -33,13 +46,16 @@ def lint_source(source: str, settings: Settings = Settings()) -> list[Finding]:
     try:
         module = libcst.parse_module(source)
     except libcst.ParserSyntaxError as error:
-        return [_syntax_error(source, error.message, error.raw_line, error.raw_column)]
+        return Report([_syntax_error(source, error.message, error.raw_line, error.raw_column)])
     except (RecursionError, MemoryError, ValueError) as error:
-        return [_syntax_error(source, str(error) or type(error).__name__, 1, 0)]
+        return Report([_syntax_error(source, str(error) or type(error).__name__, 1, 0)])
     try:
-        return _findings(extract(module, settings))
+        analysis = extract(module, settings)
+        findings = _findings(analysis)
     except RecursionError:
-        return []  # nesting too deep to walk safely: report nothing rather than guess
+        return Report([])  # nesting too deep to walk safely: report nothing rather than guess
+    functions = sum(unit.is_function for unit, _ in analysis.units)
+    return Report(findings, len(analysis.units) - functions, functions)
 
 
 def _findings(analysis: "Analysis") -> list[Finding]:
