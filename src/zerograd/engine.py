@@ -67,7 +67,7 @@ def _findings(analysis: "Analysis") -> list[Finding]:
             if (code, verdict.target) in reported:
                 continue  # a loop is reported once per (optimizer, rule)
             reported.add((code, verdict.target))
-            sites.setdefault((code, verdict.site), analysis.labels.get(verdict.target, verdict.target))
+            sites.setdefault((code, verdict.site), verdict.label)
     findings = [
         Finding(code, message(code, label), analysis.locate(site)) for (code, site), label in sites.items()
     ]

@@ -20,8 +20,12 @@ from .model import Branch, Event, Inline, Jump, Kind, Loop, Node, Seq, Settings,
 from .optimizers import OptimizerTable, is_engine_callee, is_optimizer_callee, is_scaler_callee
 
 MAX_INLINE_DEPTH = 4
+# Conditions that hold wherever training code runs them (optimizer.step() enables grad for
+# the closure it calls).
+ALWAYS_TRUE = frozenset({"torch.is_grad_enabled"})
 _ACCUMULATION_WORDS = re.compile(r"accum|micro|update_freq|sync_grad|grad_acc", re.I)
 _EMPTY_MODULE = cst.Module(body=[])
+_ROOT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
 Function = Union[cst.FunctionDef]
 
@@ -33,6 +37,52 @@ def text_of(node: cst.CSTNode) -> str:
     if isinstance(node, cst.Attribute) and not node.lpar:
         return f"{text_of(node.value)}.{node.attr.value}"
     return "".join(_EMPTY_MODULE.code_for_node(node).split())
+
+
+def receiver_key(node: cst.BaseExpression) -> str:
+    """A receiver as the analysis names it: `self._opt` is `self.opt` (a private attribute and its
+    property), and an entry picked by a computed index is any entry: `opts[name]` -> `opts[*]`."""
+    if isinstance(node, cst.Attribute) and not node.lpar:
+        base = receiver_key(node.value)
+        attr = node.attr.value
+        if base == "self":
+            attr = attr.lstrip("_") or attr
+        return f"{base}.{attr}"
+    if isinstance(node, cst.Subscript) and not node.lpar and len(node.slice) == 1:
+        index = node.slice[0].slice
+        if isinstance(index, cst.Index):
+            literal = isinstance(index.value, (cst.Integer, cst.SimpleString))
+            return f"{receiver_key(node.value)}[{text_of(index.value) if literal else '*'}]"
+    return text_of(node)
+
+
+def collection_key(node: cst.BaseExpression) -> Optional[str]:
+    """What iterating `node` yields: `opts`, `opts.values()`, `enumerate(opts)` -> `opts[*]`."""
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("values", "items") and not node.args:
+            return collection_key(func.value)
+        if isinstance(func, cst.Name) and func.value in ("enumerate", "list", "tuple", "reversed") and node.args:
+            return collection_key(node.args[0].value)
+        return None
+    if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)):
+        return f"{receiver_key(node)}[*]"
+    return None
+
+
+def _element_name(target: cst.BaseExpression, iterator: cst.BaseExpression) -> Optional[str]:
+    """The loop variable bound to the element: `opt` in `for opt in x`, `for i, opt in enumerate(x)`,
+    `for name, opt in x.items()`."""
+    if isinstance(target, cst.Name):
+        return target.value
+    wrapped = isinstance(iterator, cst.Call) and (
+        (isinstance(iterator.func, cst.Name) and iterator.func.value == "enumerate")
+        or (isinstance(iterator.func, cst.Attribute) and iterator.func.attr.value == "items")
+    )
+    if wrapped and isinstance(target, cst.Tuple) and len(target.elements) == 2:
+        last = target.elements[1].value
+        return last.value if isinstance(last, cst.Name) else None
+    return None
 
 
 def dotted(node: cst.BaseExpression) -> Optional[str]:
@@ -105,28 +155,28 @@ class _Collector:
     def __init__(self, info: ModuleInfo) -> None:
         self.info = info
 
-    def statements(self, body: Sequence[cst.CSTNode], cls: Optional[ClassInfo] = None) -> None:
+    def statements(self, body: Sequence[cst.CSTNode], cls: Optional[ClassInfo] = None, top: bool = True) -> None:
         for statement in body:
-            self.statement(statement, cls)
+            self.statement(statement, cls, top)
 
-    def statement(self, node: cst.CSTNode, cls: Optional[ClassInfo]) -> None:
+    def statement(self, node: cst.CSTNode, cls: Optional[ClassInfo], top: bool) -> None:
         if isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
                 self.small(small)
         elif isinstance(node, cst.FunctionDef):
             if cls is not None:
                 cls.methods[node.name.value] = node
-            else:
+            elif top:
                 self.info.functions.setdefault(node.name.value, node)
-            self.statements(block_of(node.body))
+            self.statements(block_of(node.body), top=False)
         elif isinstance(node, cst.ClassDef):
             bases = [b for b in (dotted(arg.value) for arg in node.bases) if b]
             info = ClassInfo({}, bases)
             self.info.classes[node.name.value] = info
-            self.statements(block_of(node.body), info)
+            self.statements(block_of(node.body), info, top=False)
         else:
             for suite in _suites(node):
-                self.statements(block_of(suite))
+                self.statements(block_of(suite), top=top)
 
     def small(self, node: cst.CSTNode) -> None:
         if isinstance(node, cst.Import):
@@ -157,9 +207,11 @@ class _Collector:
         for target in targets:
             if isinstance(target, (cst.Tuple, cst.List)):
                 if qualified.startswith("deepspeed.") and target.elements:
-                    table.engines.add(text_of(target.elements[0].value))
+                    table.engines.add(receiver_key(target.elements[0].value))
+                elif is_optimizer_callee(qualified):  # opt_g, opt_d = self.optimizers()
+                    table.built.update(receiver_key(e.value) for e in target.elements)
                 continue
-            key = text_of(target)
+            key = receiver_key(target)
             if is_optimizer_callee(qualified):
                 table.built.add(key)
                 module = _parameters_owner(value)
@@ -176,7 +228,7 @@ def _parameters_owner(call: cst.Call) -> Optional[str]:
     for inner in calls_in(call):
         func = inner.func
         if inner is not call and isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "named_parameters"):
-            return text_of(func.value)
+            return receiver_key(func.value)
     return None
 
 
@@ -209,7 +261,8 @@ class Context:
 
     cls: Optional[ClassInfo] = None
     local: tuple[tuple[str, cst.FunctionDef], ...] = ()  # nested defs visible by name
-    subst: tuple[tuple[str, str], ...] = ()  # callee parameter -> caller argument text
+    subst: tuple[tuple[str, str], ...] = ()  # callee parameter -> caller argument key
+    aliases: tuple[tuple[str, str], ...] = ()  # local name -> the receiver it stands for
     anchor: Optional[int] = None  # site of the outermost inlined call
     stack: tuple[int, ...] = ()  # ids of functions being inlined (recursion guard)
     gate: Optional[Test] = None  # inside `with accelerator.accumulate(...)`
@@ -223,7 +276,6 @@ class Analysis:
 
     module: cst.Module
     units: list[tuple[Unit, list[str]]]
-    labels: dict[str, str]
     sites: list[cst.CSTNode]
     _positions: Optional[dict[cst.CSTNode, object]] = None
 
@@ -305,6 +357,8 @@ class _Builder:
             orelse = self.block(block_of(node.orelse.body), ctx)
         else:
             orelse = Seq()
+        if self.info.qualify(_call_target(node.test)) in ALWAYS_TRUE:
+            return list(body.items)  # e.g. an LBFGS closure's `if torch.is_grad_enabled():`
         return [*self.expression_events(node.test, ctx), Branch((body, orelse), classify(node.test))]
 
     def _loop(self, node: Union[cst.For, cst.While], ctx: Context) -> list[Node]:
@@ -319,7 +373,8 @@ class _Builder:
             targets = frozenset()
             infinite = isinstance(node.test, (cst.Name, cst.Integer)) and text_of(node.test) in ("True", "1")
         orelse = self.block(block_of(node.orelse.body), ctx) if node.orelse else Seq()
-        loop = Loop(self.block(block_of(node.body), ctx), anchor, infinite, targets, orelse)
+        body = self.block(block_of(node.body), ctx)
+        loop = Loop(body, anchor, infinite, targets, orelse, collection=isinstance(node, cst.For))
         if ctx.own:
             self.own_loops.append(loop)
         return [loop]
@@ -344,15 +399,48 @@ class _Builder:
         return items
 
     def key(self, node: cst.BaseExpression, ctx: Context) -> str:
-        raw = text_of(node)
-        for param, arg in ctx.subst:
-            if raw == param or raw.startswith((param + ".", param + "[")):
-                return arg + raw[len(param):]
-        return raw
+        return self._rooted(receiver_key(node), ctx)
 
-    def event(self, kind: Kind, call: cst.CSTNode, ctx: Context, target: Optional[str] = None) -> Node:
+    def aliases(self, body: Sequence[cst.CSTNode], ctx: Context) -> Context:
+        """Names that stand for one receiver in this body: `opt = self.optimizers[k]` (assigned
+        once), and loop variables over collections (`for opt in opts` -> `opts[*]`)."""
+        found: dict[str, Optional[str]] = {}
+
+        def bind(name: str, value: Optional[str]) -> None:
+            found[name] = value if found.get(name, value) == value else None
+
+        for statement in _statements_of(body):
+            if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+                target, value = statement.targets[0].target, statement.value
+                if isinstance(target, cst.Name):
+                    simple = isinstance(value, (cst.Name, cst.Attribute, cst.Subscript))
+                    bind(target.value, self.key(value, ctx) if simple else None)
+            elif isinstance(statement, cst.For):
+                name = _element_name(statement.target, statement.iter)
+                collection = collection_key(statement.iter)
+                if name is not None:
+                    bind(name, None if collection is None else self._rooted(collection, ctx))
+        pairs = tuple((n, v) for n, v in found.items() if v is not None and v != n)
+        return replace(ctx, aliases=pairs + ctx.aliases) if pairs else ctx
+
+    def _rooted(self, key: str, ctx: Context) -> str:
+        """Replace the leading name by what it stands for (a local alias or the caller's argument)."""
+        root = _ROOT.match(key)
+        if root is None:
+            return key
+        for table in (ctx.aliases, ctx.subst):
+            for param, arg in table:
+                if root.group(0) == param:
+                    return arg + key[root.end():]
+        return key
+
+    def label(self, node: cst.BaseExpression, ctx: Context) -> str:
+        """The optimizer as written, in the words of the analysed loop (callee parameters replaced)."""
+        return self._rooted(text_of(node), replace(ctx, aliases=()))
+
+    def event(self, kind: Kind, call: cst.CSTNode, ctx: Context, target: Optional[str] = None, label: str = "") -> Node:
         site = ctx.anchor if ctx.anchor is not None else self.site(call)
-        event = Event(kind, site, target, target or "")
+        event = Event(kind, site, target, label or target or "")
         if ctx.gate is not None and kind in (Kind.STEP, Kind.CLEAR):
             return Branch((Seq((event,)), Seq()), ctx.gate)
         return event
@@ -364,7 +452,7 @@ class _Builder:
         if isinstance(func, cst.Name):
             if self.info.qualify(func) == "torch.autograd.backward":
                 return [self.event(Kind.BACKWARD, call, ctx)]
-            target = dict(ctx.local).get(func.value) or self.info.functions.get(func.value)
+            target = self._function_named(func, ctx)
             if target is not None:
                 return self.inline(target, call, ctx, skip_self=False)
         return []
@@ -376,9 +464,10 @@ class _Builder:
         if name == "zero_grad":
             return self._clear(call, self.key(func.value, ctx), ctx)
         if name == "step":
-            return self._step(call, self.key(func.value, ctx), ctx)
+            return self._step(call, func.value, ctx)
         if name == "optimizer_step" and call.args:
-            return [self.event(Kind.STEP, call, ctx, self.key(call.args[0].value, ctx))]
+            optimizer = call.args[0].value
+            return [self.event(Kind.STEP, call, ctx, self.key(optimizer, ctx), self.label(optimizer, ctx))]
         if isinstance(func.value, cst.Name) and func.value.value == "self" and ctx.cls is not None:
             method = self._method(ctx.cls, name)
             if method is not None:
@@ -395,12 +484,13 @@ class _Builder:
                 return found
         return None
 
-    def _step(self, call: cst.Call, receiver: str, ctx: Context) -> list[Node]:
+    def _step(self, call: cst.Call, node: cst.BaseExpression, ctx: Context) -> list[Node]:
         table = self.info.table
+        receiver = self.key(node, ctx)
         if table.is_scaler(receiver) and call.args:
             argument = call.args[0].value
             if isinstance(argument, (cst.Name, cst.Attribute, cst.Subscript)):
-                return [self.event(Kind.STEP, call, ctx, self.key(argument, ctx))]
+                return [self.event(Kind.STEP, call, ctx, self.key(argument, ctx), self.label(argument, ctx))]
             return []
         if not table.is_optimizer(receiver, receiver in ctx.stepped_and_cleared):
             return []
@@ -408,13 +498,13 @@ class _Builder:
         closure = self._closure(call, ctx)
         if closure is not None:
             items.extend(self.inline(closure, call, ctx, skip_self=False))
-        items.append(self.event(Kind.STEP, call, ctx, receiver))
+        items.append(self.event(Kind.STEP, call, ctx, receiver, self.label(node, ctx)))
         return items
 
     def _closure(self, call: cst.Call, ctx: Context) -> Optional[cst.FunctionDef]:
         for arg in call.args:
-            if (arg.keyword is None or arg.keyword.value == "closure") and isinstance(arg.value, cst.Name):
-                found = dict(ctx.local).get(arg.value.value) or self.info.functions.get(arg.value.value)
+            if arg.keyword is None or arg.keyword.value == "closure":
+                found = self._function_named(arg.value, ctx)
                 if found is not None:
                     return found
         return None
@@ -450,24 +540,37 @@ class _Builder:
         if skip_self and params:
             params = params[1:]
         subst: dict[str, str] = {}
+        passed: list[tuple[str, cst.FunctionDef]] = []  # functions handed over as arguments
         for index, arg in enumerate(call.args):
             if arg.star:
                 break
             name = arg.keyword.value if arg.keyword else (params[index] if index < len(params) else None)
-            if name is not None and isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
+            if name is None:
+                continue
+            function_arg = self._function_named(arg.value, ctx)
+            if function_arg is not None:
+                passed.append((name, function_arg))
+            elif isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
                 value = self.key(arg.value, ctx)
                 if value != name:
                     subst[name] = value
         inner = replace(
             ctx,
-            local=(),
+            local=tuple(passed),
+            aliases=(),
             subst=tuple(subst.items()),
             anchor=ctx.anchor if ctx.anchor is not None else self.site(call),
             stack=ctx.stack + (id(function),),
             own=False,
             stepped_and_cleared=ctx.stepped_and_cleared | self.scope_receivers(function),
         )
+        inner = self.aliases(block_of(function.body), inner)
         return [Inline(self.block(block_of(function.body), inner))]
+
+    def _function_named(self, node: cst.BaseExpression, ctx: Context) -> Optional[cst.FunctionDef]:
+        if isinstance(node, cst.Name):
+            return dict(ctx.local).get(node.value) or self.info.functions.get(node.value)
+        return None
 
     def scope_receivers(self, function: cst.CSTNode) -> frozenset[str]:
         """Receivers both `.step()`-ed and `.zero_grad()`-ed in one function: optimizers."""
@@ -476,10 +579,25 @@ class _Builder:
         for call in calls_in(function):
             if isinstance(call.func, cst.Attribute):
                 if call.func.attr.value == "step":
-                    stepped.add(text_of(call.func.value))
+                    stepped.add(receiver_key(call.func.value))
                 elif call.func.attr.value == "zero_grad":
-                    cleared.add(text_of(call.func.value))
+                    cleared.add(receiver_key(call.func.value))
         return frozenset(stepped & cleared)
+
+
+def _call_target(node: cst.BaseExpression) -> cst.BaseExpression:
+    return node.func if isinstance(node, cst.Call) and not node.args else node
+
+
+def _statements_of(body: Sequence[cst.CSTNode]) -> Iterable[cst.CSTNode]:
+    """Small statements and loops of a body, nested blocks included, definitions excluded."""
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield from statement.body
+        elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            yield statement
+            for suite in _suites(statement):
+                yield from _statements_of(block_of(suite))
 
 
 def _is_wildcard(case: cst.MatchCase) -> bool:
@@ -578,11 +696,12 @@ def extract(module: cst.Module, settings: Settings) -> Analysis:
     _Collector(info).statements(module.body)
     builder = _Builder(info)
     units: list[tuple[Unit, list[str]]] = []
-    builder.block(module.body, Context())
+    builder.block(module.body, builder.aliases(module.body, Context()))
     units += _loop_units(builder.own_loops, {})
     for function, cls in _functions(module.body, None):
         builder.own_loops = []
         ctx = Context(cls=cls, stepped_and_cleared=builder.scope_receivers(function))
+        ctx = builder.aliases(block_of(function.body), ctx)
         body = builder.block(block_of(function.body), ctx)
         cache: dict = {}  # type: ignore[type-arg]  # keyed by id(): only while `body` lives
         units += _loop_units(builder.own_loops, cache)
@@ -591,8 +710,7 @@ def extract(module: cst.Module, settings: Settings) -> Analysis:
             targets = _step_function_targets(body, cache)
             if targets:
                 units.append((Unit(body, builder.site(function), is_function=True), targets))
-    labels = {target: target for _, targets in units for target in targets}
-    return Analysis(module, units, labels, builder.sites)
+    return Analysis(module, units, builder.sites)
 
 
 def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo]) -> Iterable[tuple[cst.FunctionDef, Optional[ClassInfo]]]:

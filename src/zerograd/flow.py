@@ -20,12 +20,28 @@ MAX_NODES = 20_000  # a bigger unit is not analysed (report nothing rather than 
 MAX_WORK = 400_000  # state transfers per optimizer before giving up
 
 
+def covers(cleared: str, target: str) -> bool:
+    """A clear of `opts[*]` (every entry, e.g. `for o in opts: o.zero_grad()`) clears `opts["g"]`."""
+    if cleared == target:
+        return True
+    return cleared.endswith("[*]") and target.startswith(cleared[:-2])
+
+
+def clears(summary: "Summary", target: str) -> Optional[int]:
+    """The site of the first clear of `target` in `summary`, if any."""
+    for cleared, site in summary.clears.items():
+        if covers(cleared, target):
+            return site
+    return None
+
+
 class Verdict(NamedTuple):
     """A finding in the dataflow's own words; rules.py turns it into a coded message."""
 
     kind: str  # "never_cleared" | "skipped_clear" | "cleared_before_step" | "frequency_mismatch"
     site: int
     target: str
+    label: str  # the optimizer as written at its step
 
 
 class State(NamedTuple):
@@ -211,13 +227,16 @@ class Graph:
         return join if reached else None
 
     def _loop(self, node: Loop, at: int, exits: Exits) -> Optional[int]:
-        head, done = self.node(), self.node()
-        self.edge(at, head)
+        head, done, first = self.node(), self.node(), self.node()
         inner = summarize(node.body, self.cache)
+        # A loop that only clears or steps (`for opt in optimizers: opt.zero_grad()`) runs over a
+        # collection that is not empty: it is entered at its body, never skipped.
+        self.edge(at, first if node.collection and not inner.backward else head)
+        self.edge(head, first)
         back = BackEffect(node.targets, analysed=False, micro=inner.backward and not inner.steps)
         to_head: Wire = lambda n: self.edge(n, head, back)
         body_exits = Exits(lambda n: self.edge(n, done), to_head, exits.ret, exits.exc)
-        last = self.build(node.body, head, body_exits)
+        last = self.build(node.body, first, body_exits)
         if last is not None:
             to_head(last)
         if not node.infinite:
@@ -291,7 +310,7 @@ def analyse(unit: Unit, targets: list[str]) -> list[Verdict]:
     for target in targets:
         states = _fixpoint(graph, target)
         if states is not None:
-            has_clear = target in whole.clears or whole.maybe_clear
+            has_clear = clears(whole, target) is not None or whole.maybe_clear
             verdicts.extend(_judge(graph, target, states, has_clear))
     return verdicts
 
@@ -322,7 +341,7 @@ def _transfer(event: Event, s: State, target: str) -> State:
         return s._replace(pending=True, discard=None)
     if event.kind is Kind.STEP and event.target == target:
         return s._replace(stale=True, pending=False, guard=NO_GUARD, discard=None, skip=None)
-    if event.kind is Kind.CLEAR and event.target == target:
+    if event.kind is Kind.CLEAR and event.target is not None and covers(event.target, target):
         discard = event.site if s.pending and s.guard == NO_GUARD else s.discard
         return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=discard, skip=None)
     if event.kind is Kind.MAYBE_CLEAR:
@@ -338,7 +357,7 @@ def _cross(effect: object, s: State, target: str) -> Optional[State]:
         guard = ACCUM_GUARD if effect.micro and s.pending else s.guard
         return s._replace(facts=facts, guard=guard)
     if isinstance(effect, RaiseEffect) and s.pending:
-        return s._replace(guard=max(s.guard, OTHER_GUARD))
+        return s._replace(guard=OTHER_GUARD)
     return s
 
 
@@ -353,11 +372,11 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
     here = effect.summaries[arm]
     relevant = any(target in sm.steps or sm.jumps for sm in effect.summaries)
     guard = s.guard
-    if s.pending and relevant:
-        guard = max(guard, ACCUM_GUARD if accumulation else OTHER_GUARD)
+    if s.pending and relevant:  # the latest guard that could skip the step says why it was skipped
+        guard = ACCUM_GUARD if accumulation else OTHER_GUARD
     skip = s.skip
-    if s.stale and target not in here.clears:
-        elsewhere = [sm.clears[target] for sm in effect.summaries if target in sm.clears]
+    if s.stale and clears(here, target) is None:
+        elsewhere = [site for site in (clears(sm, target) for sm in effect.summaries) if site is not None]
         if elsewhere:
             skip = elsewhere[0] if accumulation else -1
     return s._replace(guard=guard, skip=skip, facts=facts)
@@ -393,13 +412,13 @@ def _shift(facts: frozenset[tuple[str, int, bool]], effect: BackEffect) -> froze
 def _judge(graph: Graph, target: str, states: list[set[State]], has_clear: bool) -> list[Verdict]:
     verdicts = []
     for node, event in enumerate(graph.events):
-        if event is None or event.target != target:
+        if event is None or event.target is None or not covers(event.target, target):
             continue
         incoming = states[node]
         if event.kind is Kind.CLEAR:
             if any(s.pending and s.guard == ACCUM_GUARD for s in incoming):
-                verdicts.append(Verdict("frequency_mismatch", event.site, target))
-        elif event.kind is Kind.STEP:
+                verdicts.append(Verdict("frequency_mismatch", event.site, target, event.label))
+        elif event.kind is Kind.STEP and event.target == target:
             verdicts.extend(_judge_step(event, incoming, target, has_clear))
     return verdicts
 
@@ -409,11 +428,11 @@ def _judge_step(event: Event, incoming: set[State], target: str, has_clear: bool
     leaking = [s for s in incoming if s.stale and s.pending]
     skipped = sorted({s.skip for s in leaking if s.skip is not None and s.skip >= 0})
     if skipped:
-        found += [Verdict("frequency_mismatch", site, target) for site in skipped]
+        found += [Verdict("frequency_mismatch", site, target, event.label) for site in skipped]
     elif leaking:
         kind = "skipped_clear" if has_clear else "never_cleared"
-        found.append(Verdict(kind, event.site, target))
+        found.append(Verdict(kind, event.site, target, event.label))
     if not any(s.pending for s in incoming):
         discards = sorted({s.discard for s in incoming if s.discard is not None})
-        found += [Verdict("cleared_before_step", site, target) for site in discards]
+        found += [Verdict("cleared_before_step", site, target, event.label) for site in discards]
     return found

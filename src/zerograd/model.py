@@ -57,6 +57,7 @@ class Loop:
     infinite: bool = False  # `while True:` leaves only through break/return/raise
     targets: frozenset[str] = frozenset()  # names bound by the loop header
     orelse: Seq = Seq()
+    collection: bool = False  # a `for` loop (over a collection), not a `while`
 
 
 @dataclass(frozen=True)
