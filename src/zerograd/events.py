@@ -23,7 +23,8 @@ MAX_INLINE_DEPTH = 4
 # Conditions that hold wherever training code runs them (optimizer.step() enables grad for
 # the closure it calls).
 ALWAYS_TRUE = frozenset({"torch.is_grad_enabled"})
-_ACCUMULATION_WORDS = re.compile(r"accum|micro|update_freq|sync_grad|grad_acc", re.I)
+# Name segments that speak of gradient accumulation when a counter is compared with them.
+_ACCUMULATION_SEGMENT = re.compile(r"accum\w*|micro|microsteps?|microbatch(?:es)?", re.I)
 _EMPTY_MODULE = cst.Module(body=[])
 _ROOT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
@@ -632,13 +633,56 @@ def classify(test: cst.BaseExpression) -> Test:
     while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         positive = not positive
         test = test.expression
-    text = text_of(test)
-    accumulation = "%" in text or bool(_ACCUMULATION_WORDS.search(text))
     modular = _modular(test)
     if modular is not None:
         key, residue, when_true = modular
         return Test(True, key, residue, positive == when_true)
-    return Test(accumulation, text, 0, positive)
+    accumulation = _AccumulationTest()
+    test.visit(accumulation)
+    # Only accumulation conditions are keyed: their outcomes correlate (accelerate's gates);
+    # keying every condition would multiply path states for nothing.
+    return Test(accumulation.found, text_of(test) if accumulation.found else None, 0, positive)
+
+
+class _AccumulationTest(cst.CSTVisitor):
+    """rules.md section 4: `%`, a comparison with a name about accumulation, `sync_gradients`."""
+
+    def __init__(self) -> None:
+        self.found = False
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.Modulo) and not isinstance(node.left, (cst.SimpleString, cst.FormattedString)):
+            self.found = True
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value == "sync_gradients":
+            self.found = True
+
+    def visit_Comparison(self, node: cst.Comparison) -> None:
+        """A counter against an accumulation size (`micro >= grad_accum`), not a flag against a
+        constant (`microbatch_size == 1`)."""
+        left = node.left
+        for target in node.comparisons:
+            right = target.comparator
+            if _literal(left) or _literal(right):
+                left = right
+                continue
+            if _about_accumulation(left) or _about_accumulation(right):
+                self.found = True
+            left = right
+
+
+def _literal(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)) or (
+        isinstance(node, cst.Name) and node.value in ("None", "True", "False")
+    )
+
+
+def _about_accumulation(node: cst.BaseExpression) -> bool:
+    text = text_of(node)
+    return "update_freq" in text or any(_ACCUMULATION_SEGMENT.fullmatch(n) for n in re.split(r"[^A-Za-z0-9]", text))
 
 
 def _modular(test: cst.BaseExpression) -> Optional[tuple[str, int, bool]]:
