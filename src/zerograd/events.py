@@ -19,7 +19,8 @@ from .flow import summarize
 from .model import Branch, Event, Inline, Jump, Kind, Loop, Node, Seq, Settings, Span, Test, Try, Unit
 from .optimizers import OptimizerTable, is_engine_callee, is_optimizer_callee, is_scaler_callee
 
-MAX_INLINE_DEPTH = 4
+MAX_INLINE_DEPTH = 8
+MAX_INLINES = 3000  # per module: inlining is what could make the IR blow up, so it is budgeted
 # Conditions that hold wherever training code runs them (optimizer.step() enables grad for
 # the closure it calls).
 ALWAYS_TRUE = frozenset({"torch.is_grad_enabled"})
@@ -195,10 +196,12 @@ class _Collector:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             self.assignment(targets, node.value)
         for call in calls_in(node):
-            if isinstance(call.func, cst.Name):
-                self.info.called_names.add(call.func.value)
-            elif isinstance(call.func, cst.Attribute):
-                self.info.called_attributes.add(call.func.attr.value)
+            # A function handed over as an argument (`step_fn=self.train_step`) has a caller too.
+            for used in (call.func, *(arg.value for arg in call.args)):
+                if isinstance(used, cst.Name):
+                    self.info.called_names.add(used.value)
+                elif isinstance(used, cst.Attribute):
+                    self.info.called_attributes.add(used.attr.value)
 
     def assignment(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if not isinstance(value, cst.Call):
@@ -265,7 +268,7 @@ class Context:
     subst: tuple[tuple[str, str], ...] = ()  # callee parameter -> caller argument key
     aliases: tuple[tuple[str, str], ...] = ()  # local name -> the receiver it stands for
     anchor: Optional[int] = None  # site of the outermost inlined call
-    stack: tuple[int, ...] = ()  # ids of functions being inlined (recursion guard)
+    stack: tuple[tuple[int, ...], ...] = ()  # functions being inlined, with what they were passed
     gate: Optional[Test] = None  # inside `with accelerator.accumulate(...)`
     own: bool = True  # False inside inlined code: its loops belong to another function
     stepped_and_cleared: frozenset[str] = frozenset()
@@ -295,7 +298,7 @@ class _Builder:
         self.info = info
         self.sites: list[cst.CSTNode] = []
         self.site_ids: dict[int, int] = {}
-        self.own_loops: list[Loop] = []
+        self.inlines = 0
 
     def site(self, node: cst.CSTNode) -> int:
         known = self.site_ids.get(id(node))
@@ -375,9 +378,7 @@ class _Builder:
             infinite = isinstance(node.test, (cst.Name, cst.Integer)) and text_of(node.test) in ("True", "1")
         orelse = self.block(block_of(node.orelse.body), ctx) if node.orelse else Seq()
         body = self.block(block_of(node.body), ctx)
-        loop = Loop(body, anchor, infinite, targets, orelse, collection=isinstance(node, cst.For))
-        if ctx.own:
-            self.own_loops.append(loop)
+        loop = Loop(body, anchor, infinite, targets, orelse, isinstance(node, cst.For), id(node), ctx.own)
         return [loop]
 
     def _with(self, node: cst.With, ctx: Context) -> list[Node]:
@@ -455,7 +456,7 @@ class _Builder:
                 return [self.event(Kind.BACKWARD, call, ctx)]
             target = self._function_named(func, ctx)
             if target is not None:
-                return self.inline(target, call, ctx, skip_self=False)
+                return self.inline(target, call, ctx)
         return []
 
     def _method_call(self, call: cst.Call, func: cst.Attribute, ctx: Context) -> list[Node]:
@@ -472,7 +473,7 @@ class _Builder:
         if isinstance(func.value, cst.Name) and func.value.value == "self" and ctx.cls is not None:
             method = self._method(ctx.cls, name)
             if method is not None:
-                return self.inline(method, call, ctx, skip_self=True)
+                return self.inline(method, call, ctx)
         return []
 
     def _method(self, cls: ClassInfo, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
@@ -498,7 +499,7 @@ class _Builder:
         items: list[Node] = []
         closure = self._closure(call, ctx)
         if closure is not None:
-            items.extend(self.inline(closure, call, ctx, skip_self=False))
+            items.extend(self.inline(closure, call, ctx))
         items.append(self.event(Kind.STEP, call, ctx, receiver, self.label(node, ctx)))
         return items
 
@@ -534,12 +535,12 @@ class _Builder:
             return [self.event(Kind.CLEAR, node, replace(ctx, anchor=anchor), self.key(iterator.value, ctx))]
         return [self.event(Kind.MAYBE_CLEAR, node, replace(ctx, anchor=anchor, gate=None))]
 
-    def inline(self, function: cst.FunctionDef, call: cst.Call, ctx: Context, skip_self: bool) -> list[Node]:
-        if id(function) in ctx.stack or len(ctx.stack) >= MAX_INLINE_DEPTH:
+    def inline(self, function: cst.FunctionDef, call: cst.Call, ctx: Context) -> list[Node]:
+        if len(ctx.stack) >= MAX_INLINE_DEPTH or self.inlines >= MAX_INLINES:
             return []
         params = [p.name.value for p in function.params.params]
-        if skip_self and params:
-            params = params[1:]
+        if params and params[0] in ("self", "cls"):
+            params = params[1:]  # a method, called on self or handed over bound
         subst: dict[str, str] = {}
         passed: list[tuple[str, cst.FunctionDef]] = []  # functions handed over as arguments
         for index, arg in enumerate(call.args):
@@ -555,13 +556,19 @@ class _Builder:
                 value = self.key(arg.value, ctx)
                 if value != name:
                     subst[name] = value
+        # The same function may be inlined inside itself when handed other functions
+        # (fastai's _with_events(self._backward) inside _with_events(self._do_one_batch)).
+        frame = (id(function), *(id(f) for _, f in passed))
+        if frame in ctx.stack:
+            return []
+        self.inlines += 1
         inner = replace(
             ctx,
             local=tuple(passed),
             aliases=(),
             subst=tuple(subst.items()),
             anchor=ctx.anchor if ctx.anchor is not None else self.site(call),
-            stack=ctx.stack + (id(function),),
+            stack=ctx.stack + (frame,),
             own=False,
             stepped_and_cleared=ctx.stepped_and_cleared | self.scope_receivers(function),
         )
@@ -569,8 +576,11 @@ class _Builder:
         return [Inline(self.block(block_of(function.body), inner))]
 
     def _function_named(self, node: cst.BaseExpression, ctx: Context) -> Optional[cst.FunctionDef]:
+        """A same-module function named by `node`: a local or module function, or `self.method`."""
         if isinstance(node, cst.Name):
             return dict(ctx.local).get(node.value) or self.info.functions.get(node.value)
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+            return self._method(ctx.cls, node.attr.value) if ctx.cls is not None else None
         return None
 
     def scope_receivers(self, function: cst.CSTNode) -> frozenset[str]:
@@ -739,21 +749,21 @@ def extract(module: cst.Module, settings: Settings) -> Analysis:
     info = ModuleInfo(table=OptimizerTable(settings))
     _Collector(info).statements(module.body)
     builder = _Builder(info)
-    units: list[tuple[Unit, list[str]]] = []
-    builder.block(module.body, builder.aliases(module.body, Context()))
-    units += _loop_units(builder.own_loops, {})
+    bodies = [builder.block(module.body, builder.aliases(module.body, Context()))]
+    step_candidates: list[tuple[Seq, int]] = []
     for function, cls in _functions(module.body, None):
-        builder.own_loops = []
         ctx = Context(cls=cls, stepped_and_cleared=builder.scope_receivers(function))
-        ctx = builder.aliases(block_of(function.body), ctx)
-        body = builder.block(block_of(function.body), ctx)
-        cache: dict = {}  # type: ignore[type-arg]  # keyed by id(): only while `body` lives
-        units += _loop_units(builder.own_loops, cache)
+        body = builder.block(block_of(function.body), builder.aliases(block_of(function.body), ctx))
+        bodies.append(body)
         called = info.called_attributes if cls is not None else info.called_names
         if function.name.value not in called:
-            targets = _step_function_targets(body, cache)
-            if targets:
-                units.append((Unit(body, builder.site(function), is_function=True), targets))
+            step_candidates.append((body, builder.site(function)))
+    cache: dict = {}  # type: ignore[type-arg]  # keyed by id(): every body stays alive until the end
+    units = _loop_units(bodies, cache)
+    for body, site in step_candidates:
+        targets = _innermost_targets(body, cache)
+        if targets:
+            units.append((Unit(body, site, is_function=True), targets))
     return Analysis(module, units, builder.sites)
 
 
@@ -776,26 +786,38 @@ def _class_of(node: cst.ClassDef) -> ClassInfo:
     return ClassInfo(methods, bases)
 
 
-def _loop_units(loops: list[Loop], cache: dict) -> list[tuple[Unit, list[str]]]:  # type: ignore[type-arg]
-    units = []
+def _loop_units(bodies: list[Seq], cache: dict) -> list[tuple[Unit, list[str]]]:  # type: ignore[type-arg]
+    """Training loops: each loop is analysed for the optimizers it is the innermost loop of.
+
+    A loop of an inlined function is analysed in the caller only for what the caller gives it
+    (a step function handed over as an argument); the rest is found in the function itself.
+    """
+    loops = [loop for body in bodies for loop in _nested_loops(body)]
+    standalone: dict[int, set[str]] = {}
     for loop in loops:
-        summary = summarize(loop.body, cache)
-        if not summary.backward:
+        if loop.own:
+            standalone.setdefault(loop.origin, set()).update(_innermost_targets(loop.body, cache))
+    units = []
+    seen: set[tuple[int, int]] = set()
+    for loop in loops:
+        if (loop.origin, loop.site) in seen:
             continue
-        nested = _nested_loops(loop.body)
-        targets = [
-            target
-            for target in sorted(summary.steps)
-            if not any(_holds(inner, target, cache) for inner in nested)
-        ]
+        seen.add((loop.origin, loop.site))
+        targets = _innermost_targets(loop.body, cache)
+        if not loop.own:
+            targets = [t for t in targets if t not in standalone.get(loop.origin, set())]
         if targets:
             units.append((Unit(loop.body, loop.site, is_function=False, targets=loop.targets), targets))
     return units
 
 
-def _holds(loop: Loop, target: str, cache: dict) -> bool:  # type: ignore[type-arg]
-    summary = summarize(loop.body, cache)
-    return summary.backward and target in summary.steps
+def _innermost_targets(body: Seq, cache: dict) -> list[str]:  # type: ignore[type-arg]
+    """Optimizers that `body` backpropagates for and steps, with no loop inside doing both."""
+    summary = summarize(body, cache)
+    if not summary.backward:
+        return []
+    nested = _nested_loops(body)
+    return [t for t in sorted(summary.steps) if not any(_holds(inner, t, cache) for inner in nested)]
 
 
 def _nested_loops(node: Node) -> list[Loop]:
@@ -818,9 +840,6 @@ def _nested_loops(node: Node) -> list[Loop]:
     return found
 
 
-def _step_function_targets(body: Seq, cache: dict) -> list[str]:  # type: ignore[type-arg]
-    summary = summarize(body, cache)
-    if not summary.backward:
-        return []
-    nested = _nested_loops(body)
-    return [t for t in sorted(summary.steps) if not any(_holds(inner, t, cache) for inner in nested)]
+def _holds(loop: Loop, target: str, cache: dict) -> bool:  # type: ignore[type-arg]
+    summary = summarize(loop.body, cache)
+    return summary.backward and target in summary.steps

@@ -186,10 +186,12 @@ class Graph:
                 current = self.build(item, current, exits)
             return current
         if isinstance(node, Event):
+            # An exception is raised by a backward or a step itself (which then has no effect)
+            # or by code before it; zero_grad() is not expected to raise.
+            if exits.exc is not None and node.kind is not Kind.CLEAR:
+                exits.exc(at)
             n = self.node(node)
             self.edge(at, n)
-            if exits.exc is not None:
-                exits.exc(n)
             return n
         if isinstance(node, Jump):
             wire = {"break": exits.brk, "continue": exits.cont, "return": exits.ret}.get(node.kind)

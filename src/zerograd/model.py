@@ -58,6 +58,8 @@ class Loop:
     targets: frozenset[str] = frozenset()  # names bound by the loop header
     orelse: Seq = Seq()
     collection: bool = False  # a `for` loop (over a collection), not a `while`
+    origin: int = 0  # identity of the loop statement in the source
+    own: bool = True  # False when the loop came in with an inlined function
 
 
 @dataclass(frozen=True)
