@@ -162,7 +162,9 @@ class _Collector:
             self.statement(statement, cls, top)
 
     def statement(self, node: cst.CSTNode, cls: Optional[ClassInfo], top: bool) -> None:
-        if isinstance(node, cst.SimpleStatementLine):
+        if isinstance(node, cst.BaseSmallStatement):  # in a one-line suite: `try: a; b`
+            self.small(node)
+        elif isinstance(node, cst.SimpleStatementLine):
             for small in node.body:
                 self.small(small)
         elif isinstance(node, cst.FunctionDef):
@@ -321,6 +323,8 @@ class _Builder:
         return replace(ctx, local=defs + ctx.local) if defs else ctx
 
     def statement(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        if isinstance(node, cst.BaseSmallStatement):  # in a one-line suite: `if x: a; b`
+            return self.small(node, ctx)
         if isinstance(node, cst.SimpleStatementLine):
             return [item for small in node.body for item in self.small(small, ctx)]
         if isinstance(node, cst.If):
