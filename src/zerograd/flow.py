@@ -372,9 +372,13 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
             return None
     accumulation = test is not None and test.accumulation
     here = effect.summaries[arm]
-    relevant = any(target in sm.steps or sm.jumps for sm in effect.summaries)
+    # This choice can skip the step when another arm steps and this one does not, or when this
+    # arm jumps away; the latest such guard says why a step was skipped.
+    skips_step = here.jumps or (
+        target not in here.steps and any(target in sm.steps for sm in effect.summaries)
+    )
     guard = s.guard
-    if s.pending and relevant:  # the latest guard that could skip the step says why it was skipped
+    if s.pending and skips_step:
         guard = ACCUM_GUARD if accumulation else OTHER_GUARD
     skip = s.skip
     if s.stale and clears(here, target) is None:
