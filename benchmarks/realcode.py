@@ -30,6 +30,9 @@ PACKAGES = [
     "adversarial-robustness-toolbox", "snntorch", "pytorch-metric-learning", "lightly", "torchtune",
     "mosaicml", "pytorch-pfn-extras", "alibi-detect", "deepspeed", "normflows", "pytorch-forecasting",
     "fairseq",
+    # Beyond the list: textbook loops, GANs (several optimizers), RL, training frameworks.
+    "d2l", "torchgan", "pythae", "lightning-bolts", "pytorch-ignite", "poutyne", "stable-baselines3",
+    "cleanrl", "torchbearer",
 ]
 CODES = ["ZG001", "ZG002", "ZG003", "ZG004", "ZG005", "ZG900", "ZG901"]
 

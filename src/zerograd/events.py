@@ -24,6 +24,8 @@ MAX_INLINES = 3000  # per module: inlining is what could make the IR blow up, so
 # Conditions that hold wherever training code runs them (optimizer.step() enables grad for
 # the closure it calls).
 ALWAYS_TRUE = frozenset({"torch.is_grad_enabled"})
+# Frameworks whose backward() overwrites gradients instead of adding to them: nothing to clear.
+OTHER_FRAMEWORKS = frozenset({"mxnet"})
 # Name segments that speak of gradient accumulation when a counter is compared with them.
 _ACCUMULATION_SEGMENT = re.compile(r"accum\w*|micro|microsteps?|microbatch(?:es)?", re.I)
 _EMPTY_MODULE = cst.Module(body=[])
@@ -269,6 +271,7 @@ class Context:
     local: tuple[tuple[str, cst.FunctionDef], ...] = ()  # nested defs visible by name
     subst: tuple[tuple[str, str], ...] = ()  # callee parameter -> caller argument key
     aliases: tuple[tuple[str, str], ...] = ()  # local name -> the receiver it stands for
+    conditions: tuple[tuple[str, cst.BaseExpression], ...] = ()  # flag -> the test it holds
     anchor: Optional[int] = None  # site of the outermost inlined call
     stack: tuple[tuple[int, ...], ...] = ()  # functions being inlined, with what they were passed
     gate: Optional[Test] = None  # inside `with accelerator.accumulate(...)`
@@ -367,7 +370,18 @@ class _Builder:
             orelse = Seq()
         if self.info.qualify(_call_target(node.test)) in ALWAYS_TRUE:
             return list(body.items)  # e.g. an LBFGS closure's `if torch.is_grad_enabled():`
-        return [*self.expression_events(node.test, ctx), Branch((body, orelse), classify(node.test))]
+        return [*self.expression_events(node.test, ctx), Branch((body, orelse), self._test(node.test, ctx))]
+
+    def _test(self, test: cst.BaseExpression, ctx: Context) -> Test:
+        """A flag assigned once from a test (`do_step = i % k == 0; if do_step:`) is that test."""
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        name = test.expression if negated else test  # type: ignore[attr-defined]
+        if isinstance(name, cst.Name):
+            held = dict(ctx.conditions).get(name.value)
+            if held is not None:
+                found = classify(held)
+                return replace(found, positive=found.positive != negated)
+        return classify(test)
 
     def _loop(self, node: Union[cst.For, cst.While], ctx: Context) -> list[Node]:
         anchor = ctx.anchor if ctx.anchor is not None else self.site(node)
@@ -411,6 +425,7 @@ class _Builder:
         """Names that stand for one receiver in this body: `opt = self.optimizers[k]` (assigned
         once), and loop variables over collections (`for opt in opts` -> `opts[*]`)."""
         found: dict[str, Optional[str]] = {}
+        tests: dict[str, Optional[cst.BaseExpression]] = {}
 
         def bind(name: str, value: Optional[str]) -> None:
             found[name] = value if found.get(name, value) == value else None
@@ -421,13 +436,16 @@ class _Builder:
                 if isinstance(target, cst.Name):
                     simple = isinstance(value, (cst.Name, cst.Attribute, cst.Subscript))
                     bind(target.value, self.key(value, ctx) if simple else None)
+                    is_test = isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation))
+                    tests[target.value] = value if is_test and target.value not in tests else None
             elif isinstance(statement, cst.For):
                 name = _element_name(statement.target, statement.iter)
                 collection = collection_key(statement.iter)
                 if name is not None:
                     bind(name, None if collection is None else self._rooted(collection, ctx))
         pairs = tuple((n, v) for n, v in found.items() if v is not None and v != n)
-        return replace(ctx, aliases=pairs + ctx.aliases) if pairs else ctx
+        flags = tuple((n, t) for n, t in tests.items() if t is not None)
+        return replace(ctx, aliases=pairs + ctx.aliases, conditions=flags) if pairs or flags else ctx
 
     def _rooted(self, key: str, ctx: Context) -> str:
         """Replace the leading name by what it stands for (a local alias or the caller's argument)."""
@@ -570,6 +588,7 @@ class _Builder:
             ctx,
             local=tuple(passed),
             aliases=(),
+            conditions=(),
             subst=tuple(subst.items()),
             anchor=ctx.anchor if ctx.anchor is not None else self.site(call),
             stack=ctx.stack + (frame,),
@@ -653,9 +672,7 @@ def classify(test: cst.BaseExpression) -> Test:
         return Test(True, key, residue, positive == when_true)
     accumulation = _AccumulationTest()
     test.visit(accumulation)
-    # Only accumulation conditions are keyed: their outcomes correlate (accelerate's gates);
-    # keying every condition would multiply path states for nothing.
-    return Test(accumulation.found, text_of(test) if accumulation.found else None, 0, positive)
+    return Test(accumulation.found, text_of(test), 0, positive)
 
 
 class _AccumulationTest(cst.CSTVisitor):
@@ -752,6 +769,8 @@ def extract(module: cst.Module, settings: Settings) -> Analysis:
     """Find the training loops and step functions of a module, as IR units."""
     info = ModuleInfo(table=OptimizerTable(settings))
     _Collector(info).statements(module.body)
+    if any(name.split(".")[0] in OTHER_FRAMEWORKS for name in info.aliases.values()):
+        return Analysis(module, [], [])
     builder = _Builder(info)
     bodies = [builder.block(module.body, builder.aliases(module.body, Context()))]
     step_candidates: list[tuple[Seq, int]] = []

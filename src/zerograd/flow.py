@@ -51,6 +51,7 @@ class State(NamedTuple):
     discard: Optional[int]  # site of an unguarded clear that threw pending gradients away
     skip: Optional[int]  # site of a clear skipped through an accumulation condition (-1: other)
     facts: frozenset[tuple[str, int, bool]]  # known outcomes of keyed conditions
+    foreign: bool = False  # the pending gradients were used by another optimizer's step
 
 
 START = State(False, False, NO_GUARD, None, None, frozenset())
@@ -156,6 +157,7 @@ class Graph:
         self.events: list[Optional[Event]] = []
         self.succ: list[list[tuple[int, Effect]]] = []
         self.cache: dict[int, Summary] = {}
+        self.keys = _tested_twice(unit.body)
         self.head = self.node()
         self.end = self.node()
         back = BackEffect(unit.targets, analysed=True, micro=False)
@@ -217,6 +219,10 @@ class Graph:
 
     def _branch(self, node: Branch, at: int, exits: Exits) -> Optional[int]:
         summaries = tuple(summarize(arm, self.cache) for arm in node.arms)
+        test = node.test
+        if test is not None and test.key not in self.keys:
+            test = Test(test.accumulation, None)  # tested once: its outcome correlates with nothing
+        node = Branch(node.arms, test)
         join = self.node()
         reached = False
         for index, arm in enumerate(node.arms):
@@ -301,6 +307,20 @@ class Graph:
         return join if reached else None
 
 
+def _tested_twice(body: Seq) -> frozenset[str]:
+    """Condition keys tested by two or more branches: only their outcomes are remembered, so the
+    path states do not multiply for conditions that correlate with nothing."""
+    seen: set[str] = set()
+    twice: set[str] = set()
+    stack: list[Node] = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Branch) and node.test is not None and node.test.key is not None:
+            (twice if node.test.key in seen else seen).add(node.test.key)
+        stack.extend(_children(node))
+    return frozenset(twice)
+
+
 def analyse(unit: Unit, targets: list[str]) -> list[Verdict]:
     """Run the dataflow for each optimizer key in `targets` and return what it found."""
     try:
@@ -340,14 +360,18 @@ def _fixpoint(graph: Graph, target: str) -> Optional[list[set[State]]]:
 def _transfer(event: Event, s: State, target: str) -> State:
     if event.kind is Kind.BACKWARD:
         # The guard survives: another loss's backward (a GAN's) does not undo a skipped step.
-        return s._replace(pending=True, discard=None)
+        return s._replace(pending=True, discard=None, foreign=False)
     if event.kind is Kind.STEP and event.target == target:
         return s._replace(stale=True, pending=False, guard=NO_GUARD, discard=None, skip=None)
+    if event.kind is Kind.STEP and s.pending:
+        # Another optimizer stepped on these gradients: they were its loss's (TD3's critic), so
+        # skipping this optimizer's step afterwards is no accumulation.
+        return s._replace(foreign=True)
     if event.kind is Kind.CLEAR and event.target is not None and covers(event.target, target):
         discard = event.site if s.pending and s.guard == NO_GUARD else s.discard
-        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=discard, skip=None)
+        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=discard, skip=None, foreign=False)
     if event.kind is Kind.MAYBE_CLEAR:
-        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None)
+        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None, foreign=False)
     return s
 
 
@@ -356,7 +380,7 @@ def _cross(effect: object, s: State, target: str) -> Optional[State]:
         return _enter_arm(effect, s, target)
     if isinstance(effect, BackEffect):
         facts = _shift(s.facts, effect)
-        guard = ACCUM_GUARD if effect.micro and s.pending else s.guard
+        guard = ACCUM_GUARD if effect.micro and s.pending and not s.foreign else s.guard
         return s._replace(facts=facts, guard=guard)
     if isinstance(effect, RaiseEffect) and s.pending:
         return s._replace(guard=OTHER_GUARD)
@@ -378,7 +402,7 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
         target not in here.steps and any(target in sm.steps for sm in effect.summaries)
     )
     guard = s.guard
-    if s.pending and skips_step:
+    if s.pending and not s.foreign and skips_step:
         guard = ACCUM_GUARD if accumulation else OTHER_GUARD
     skip = s.skip
     if s.stale and clears(here, target) is None:
