@@ -52,6 +52,7 @@ class State(NamedTuple):
     skip: Optional[int]  # site of a clear skipped through an accumulation condition (-1: other)
     facts: frozenset[tuple[str, int, bool]]  # known outcomes of keyed conditions
     foreign: bool = False  # the pending gradients were used by another optimizer's step
+    wiped: Optional[int] = None  # site of a clear that threw away accumulated gradients
 
 
 START = State(False, False, NO_GUARD, None, None, frozenset())
@@ -74,6 +75,12 @@ class BackEffect:
 @dataclass(frozen=True)
 class RaiseEffect:
     pass
+
+
+@dataclass(frozen=True)
+class ExitEffect:
+    """Leaving a micro-batch loop: going around it was accumulation, what follows is not
+    (a clear after an input-gradient loop, or before the step, is judged on its own)."""
 
 
 Effect = Optional[object]
@@ -248,7 +255,9 @@ class Graph:
         if last is not None:
             to_head(last)
         if not node.infinite:
-            after_else = self.build(node.orelse, head, exits)
+            leave = self.node()
+            self.edge(head, leave, ExitEffect() if back.micro else None)
+            after_else = self.build(node.orelse, leave, exits)
             if after_else is not None:
                 self.edge(after_else, done)
         return done
@@ -362,14 +371,20 @@ def _transfer(event: Event, s: State, target: str) -> State:
         # The guard survives: another loss's backward (a GAN's) does not undo a skipped step.
         return s._replace(pending=True, discard=None, foreign=False)
     if event.kind is Kind.STEP and event.target == target:
-        return s._replace(stale=True, pending=False, guard=NO_GUARD, discard=None, skip=None)
+        return s._replace(stale=True, pending=False, guard=NO_GUARD, discard=None, skip=None, wiped=None)
     if event.kind is Kind.STEP and s.pending:
         # Another optimizer stepped on these gradients: they were its loss's (TD3's critic), so
         # skipping this optimizer's step afterwards is no accumulation.
         return s._replace(foreign=True)
     if event.kind is Kind.CLEAR and event.target is not None and covers(event.target, target):
         discard = event.site if s.pending and s.guard == NO_GUARD else s.discard
-        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=discard, skip=None, foreign=False)
+        # Wiping gradients whose step an accumulation condition skipped is ZG003 if a step
+        # follows; a later clear of pending gradients makes the earlier wipe moot.
+        wiped = s.wiped
+        if s.pending:
+            wiped = event.site if s.guard == ACCUM_GUARD else None
+        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=discard, skip=None,
+                          foreign=False, wiped=wiped)
     if event.kind is Kind.MAYBE_CLEAR:
         return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None, foreign=False)
     return s
@@ -384,6 +399,8 @@ def _cross(effect: object, s: State, target: str) -> Optional[State]:
         return s._replace(facts=facts, guard=guard)
     if isinstance(effect, RaiseEffect) and s.pending:
         return s._replace(guard=OTHER_GUARD)
+    if isinstance(effect, ExitEffect) and s.guard == ACCUM_GUARD:
+        return s._replace(guard=NO_GUARD)
     return s
 
 
@@ -445,16 +462,15 @@ def _judge(graph: Graph, target: str, states: list[set[State]], has_clear: bool)
         if event is None or event.target is None or not covers(event.target, target):
             continue
         incoming = states[node]
-        if event.kind is Kind.CLEAR:
-            if any(s.pending and s.guard == ACCUM_GUARD for s in incoming):
-                verdicts.append(Verdict("frequency_mismatch", event.site, target, event.label))
-        elif event.kind is Kind.STEP and event.target == target:
+        if event.kind is Kind.STEP and event.target == target:
             verdicts.extend(_judge_step(event, incoming, target, has_clear))
     return verdicts
 
 
 def _judge_step(event: Event, incoming: set[State], target: str, has_clear: bool) -> list[Verdict]:
     found = []
+    wiped = sorted({s.wiped for s in incoming if s.wiped is not None})
+    found += [Verdict("frequency_mismatch", site, target, event.label) for site in wiped]
     leaking = [s for s in incoming if s.stale and s.pending]
     skipped = sorted({s.skip for s in leaking if s.skip is not None and s.skip >= 0})
     if skipped:
