@@ -166,11 +166,14 @@ def _replace(lines: list[str], replaced: dict[int, str], inserted: Optional[dict
 
 
 def _first_body_line(lines: list[str], first: int) -> Optional[int]:
-    """The first statement line after the loop header (header may span lines: find the colon)."""
-    for number in range(first + 1, min(first + 30, len(lines)) + 1):
-        text = lines[number - 1].strip()
-        if text and not text.startswith("#") and lines[number - 2].rstrip().endswith(":"):
-            return number
+    """The first statement line of the loop body (the header may span lines: find its colon)."""
+    number = first
+    while number <= len(lines) and not lines[number - 1].split("#")[0].rstrip().endswith(":"):
+        number += 1
+    for candidate in range(number + 1, min(number + 30, len(lines)) + 1):
+        text = lines[candidate - 1].strip()
+        if text and not text.startswith("#"):
+            return candidate
     return None
 
 
@@ -180,16 +183,24 @@ class _Finder(cst.CSTVisitor):
         self.accumulation = 0
 
     def visit_If(self, node: cst.If) -> None:
-        self.accumulation += classify(node.test).accumulation
+        self.accumulation += _accumulates(node)
 
     def leave_If(self, original_node: cst.If) -> None:
-        self.accumulation -= classify(original_node.test).accumulation
+        self.accumulation -= _accumulates(original_node)
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
         return False
 
     def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
         self.found.append((node, self.accumulation > 0))
+
+
+def _accumulates(node: cst.If) -> bool:
+    """An accumulation condition around a step, with the backward outside it (a block that also
+    does its own backward, like TD3's delayed actor update, is no accumulation)."""
+    if not classify(node.test).accumulation:
+        return False
+    return ".backward(" not in cst.Module(body=[]).code_for_node(node.body)
 
 
 def _statements(loop: cst.CSTNode) -> list[tuple[cst.SimpleStatementLine, bool]]:
