@@ -1,16 +1,18 @@
-"""The `zerograd` command: argparse, stdin, selection, output, exit codes (0/1/2)."""
+"""The `zerograd` command: argparse, config, stdin, selection, output, exit codes (0/1/2)."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
+from dataclasses import replace
 from typing import Optional, Sequence
 
 from . import __version__
-from .config import ConfigError, Selection, parse_codes, settings_from
+from .config import Config, ConfigError, Selection, discover_config, parse_codes
 from .files import FileResult, check_bytes, lint_paths
 from .report import FORMATS, statistics
+from .rules import RULES, rule_page
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -20,49 +22,77 @@ def build_parser() -> argparse.ArgumentParser:
         prog="zerograd",
         description="Find missing and misplaced optimizer.zero_grad() in PyTorch training code.",
     )
-    parser.add_argument("paths", nargs="*", default=["."], metavar="PATH", help="files or directories; - for stdin")
-    parser.add_argument("--stdin-filename", metavar="NAME", help="the name to report for stdin")
-    parser.add_argument("--select", default=None, help="comma-separated codes or prefixes (default: ZG)")
-    parser.add_argument("--ignore", default="", help="codes or prefixes to leave out")
-    parser.add_argument("--extend-select", default="", help="codes or prefixes to add to --select")
-    parser.add_argument("--format", choices=sorted(FORMATS), default="text", help="output format")
-    parser.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
-    parser.add_argument("--statistics", action="store_true", help="print the count per code")
-    parser.add_argument("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="parallel processes")
-    parser.add_argument("--optimizer-names", default="", help="extra glob patterns of optimizer names")
-    parser.add_argument("--not-optimizer-names", default="", help="glob patterns that are never optimizers")
-    parser.add_argument("--version", action="version", version=f"zerograd {__version__}")
+    add = parser.add_argument
+    add("paths", nargs="*", default=["."], metavar="PATH", help="files or directories; - for stdin")
+    add("--stdin-filename", metavar="NAME", help="the name to report for stdin")
+    add("--select", default=None, help="comma-separated codes or prefixes (default: ZG)")
+    add("--ignore", default="", help="codes or prefixes to leave out")
+    add("--extend-select", default="", help="codes or prefixes to add to --select")
+    add("--format", choices=sorted(FORMATS), default="text", help="output format")
+    add("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    add("--statistics", action="store_true", help="print the count per code")
+    add("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="parallel processes")
+    add("--config", metavar="FILE", help="a pyproject.toml to read [tool.zerograd] from")
+    add("--force-exclude", action="store_true", help="apply exclude to files named explicitly too")
+    add("--optimizer-names", default="", help="extra glob patterns of optimizer names")
+    add("--not-optimizer-names", default="", help="glob patterns that are never optimizers")
+    add("--explain", metavar="CODE", help="print the documentation of a rule and exit")
+    add("--version", action="version", version=f"zerograd {__version__}")
     return parser
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.explain is not None:
+        return _explain(args.explain.upper())
     try:
-        selection = Selection(
-            parse_codes(args.select, "--select") if args.select is not None else Selection().select,
-            parse_codes(args.ignore, "--ignore"),
-            parse_codes(args.extend_select, "--extend-select"),
-        )
+        config = _merge(discover_config(args.paths, args.config), args)
+        selection = Selection(config.select or Selection().select, config.ignore, config.extend_select)
     except ConfigError as error:
-        parser.error(str(error))
-    settings = settings_from(_split(args.optimizer_names), _split(args.not_optimizer_names))
-    results = [r for r in lint_paths([p for p in args.paths if p != "-"], settings, max(1, args.jobs))]
+        print(f"zerograd: error: {error}", file=sys.stderr)
+        return EXIT_ERROR
+    files = [p for p in args.paths if p != "-"]
+    results = lint_paths(files, config.settings, max(1, args.jobs), config, args.force_exclude) if files else []
     if "-" in args.paths:
-        results.append(_stdin_result(args.stdin_filename or "-", settings))
+        results.append(_stdin_result(args.stdin_filename or "-", config))
     return _report(results, selection, args)
 
 
-def _split(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
+def _merge(config: Config, args: argparse.Namespace) -> Config:
+    """Command-line options win: --select replaces the config's; the others add to it."""
+    return replace(
+        config,
+        select=parse_codes(args.select, "--select") if args.select is not None else config.select,
+        ignore=config.ignore + parse_codes(args.ignore, "--ignore"),
+        extend_select=config.extend_select + parse_codes(args.extend_select, "--extend-select"),
+        optimizer_names=config.optimizer_names + _split(args.optimizer_names),
+        not_optimizer_names=config.not_optimizer_names + _split(args.not_optimizer_names),
+    )
 
 
-def _stdin_result(name: str, settings: object) -> FileResult:
+def _explain(code: str) -> int:
+    page = rule_page(code).text if code in RULES else ""
+    if not page:
+        print(f"zerograd: error: unknown rule '{code}' (known: {', '.join(sorted(RULES))})", file=sys.stderr)
+        return EXIT_ERROR
+    sys.stdout.write(page)
+    return EXIT_CLEAN
+
+
+def _split(value: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def _stdin_result(name: str, config: Config) -> FileResult:
     try:
         data = sys.stdin.buffer.read()
     except (OSError, ValueError, AttributeError) as error:
         return FileResult(name, error=f"cannot read standard input: {error}")
-    return check_bytes(name, data, settings)  # type: ignore[arg-type]
+    result = check_bytes(name, data, config.settings)
+    ignored = config.ignored_for(name)
+    result.findings = [f for f in result.findings if not (ignored and f.code.startswith(ignored))]
+    return result
 
 
 def _report(results: list[FileResult], selection: Selection, args: argparse.Namespace) -> int:

@@ -1,15 +1,34 @@
-"""Which codes are reported (flake8's select/ignore semantics) and analysis settings."""
+"""Which codes are reported (flake8's select/ignore semantics), and `[tool.zerograd]` config.
+
+The config is looked for in `pyproject.toml` files from the first path upwards: the first one
+with a `[tool.zerograd]` table wins (`--config FILE` names it instead). Every key and value is
+checked; a bad one is an error that names the key and the file (the CLI exits 2).
+"""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Iterable, Sequence
+import sys
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterable, Optional, Sequence
 
 from .model import Settings
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on older Pythons only
+    import tomli as tomllib
+
 CODE_PREFIX = re.compile(r"^ZG[0-9]{0,3}$")
 DEFAULT_SELECT = ("ZG",)
+DEFAULT_EXCLUDE = (
+    ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "__pycache__", "build", "dist",
+    "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs", "site-packages",
+)
+LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "optimizer-names",
+             "not-optimizer-names")
 
 
 class ConfigError(ValueError):
@@ -17,7 +36,11 @@ class ConfigError(ValueError):
 
 
 def parse_codes(value: str, option: str) -> tuple[str, ...]:
-    codes = tuple(c.strip().upper() for c in re.split(r"[,\s]+", value) if c.strip())
+    return _codes(re.split(r"[,\s]+", value), option)
+
+
+def _codes(items: Iterable[str], option: str) -> tuple[str, ...]:
+    codes = tuple(c.strip().upper() for c in items if c.strip())
     for code in codes:
         if not CODE_PREFIX.match(code):
             raise ConfigError(f"{option}: '{code}' is not a zerograd code or prefix (ZG, ZG0, ZG001)")
@@ -39,6 +62,110 @@ class Selection:
 
 def _longest(code: str, prefixes: Iterable[str]) -> int:
     return max((len(p) for p in prefixes if code.startswith(p)), default=-1)
+
+
+@dataclass(frozen=True)
+class Config:
+    """`[tool.zerograd]`, with paths relative to `root` (the folder of the pyproject.toml)."""
+
+    root: Path = field(default_factory=Path.cwd)
+    source: Optional[Path] = None
+    select: Optional[tuple[str, ...]] = None
+    ignore: tuple[str, ...] = ()
+    extend_select: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    extend_exclude: tuple[str, ...] = ()
+    per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    optimizer_names: tuple[str, ...] = ()
+    not_optimizer_names: tuple[str, ...] = ()
+
+    @property
+    def settings(self) -> Settings:
+        return Settings(self.optimizer_names, self.not_optimizer_names)
+
+    def is_excluded(self, path: str) -> bool:
+        """Like ruff: a pattern matches a file or folder name, or its path below the root."""
+        patterns = self.exclude + self.extend_exclude
+        return any(_matches(path, pattern, self.root) for pattern in patterns)
+
+    def ignored_for(self, path: str) -> tuple[str, ...]:
+        return tuple(code for pattern, codes in self.per_file_ignores
+                     if _matches(path, pattern, self.root) for code in codes)
+
+
+def _matches(path: str, pattern: str, root: Path) -> bool:
+    candidate = Path(path)
+    names = [candidate.name, *(part for part in candidate.parts[:-1])]
+    try:
+        relative = PurePosixPath(candidate.resolve().relative_to(root.resolve()).as_posix())
+    except ValueError:
+        relative = PurePosixPath(candidate.as_posix())
+    pattern = pattern.rstrip("/")
+    if fnmatchcase(str(relative), pattern) or any(fnmatchcase(n, pattern) for n in names):
+        return True
+    return any(fnmatchcase(str(parent), pattern) for parent in relative.parents if str(parent) != ".")
+
+
+def find_pyproject(start: str) -> Optional[Path]:
+    """The nearest pyproject.toml with a [tool.zerograd] table, from `start` upwards."""
+    folder = Path(start).resolve()
+    if not folder.is_dir():
+        folder = folder.parent
+    for candidate in (folder, *folder.parents):
+        path = candidate / "pyproject.toml"
+        if path.is_file() and "zerograd" in _read_toml(path).get("tool", {}):
+            return path
+    return None
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            return tomllib.load(handle)
+    except (OSError, tomllib.TOMLDecodeError) as error:
+        raise ConfigError(f"{path}: cannot read: {error}") from error
+
+
+def load_config(path: Path) -> Config:
+    table = _read_toml(path).get("tool", {}).get("zerograd", {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.zerograd] must be a table")
+    values: dict[str, Any] = {}
+    for key, value in table.items():
+        where = f"{path}: [tool.zerograd] {key}"
+        if key in LIST_KEYS:
+            values[key.replace("-", "_")] = _strings(value, where)
+        elif key == "per-file-ignores":
+            values["per_file_ignores"] = _per_file_ignores(value, where)
+        else:
+            known = ", ".join(LIST_KEYS + ("per-file-ignores",))
+            raise ConfigError(f"{where}: unknown key (known: {known})")
+    for key in ("select", "ignore", "extend_select"):
+        if key in values:
+            values[key] = _codes(values[key], f"{path}: [tool.zerograd] {key.replace('_', '-')}")
+    return Config(root=path.parent.resolve(), source=path, **values)
+
+
+def _strings(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+    return tuple(value)
+
+
+def _per_file_ignores(value: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a table of glob = [codes]")
+    return tuple((glob, _codes(_strings(codes, f"{where}.{glob}"), f"{where}.{glob}")) for glob, codes in value.items())
+
+
+def discover_config(paths: Sequence[str], explicit: Optional[str]) -> Config:
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file():
+            raise ConfigError(f"{explicit}: config file not found")
+        return load_config(path)
+    found = find_pyproject(paths[0] if paths else ".")
+    return load_config(found) if found is not None else Config()
 
 
 def parse_inline_options(text: str) -> Settings:

@@ -1,4 +1,5 @@
-"""Files in, findings out: discovery, decoding (PEP 263, BOM), noqa, parallel checking."""
+"""Files in, findings out: discovery, decoding (PEP 263, BOM), notebooks, noqa, per-file
+ignores, parallel checking."""
 
 from __future__ import annotations
 
@@ -9,16 +10,15 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional, Sequence
 
+from .config import Config
 from .engine import lint_source
 from .model import Finding, Settings, Span
+from .notebook import NotebookError, read_notebook
 from .rules import message
 from .suppress import unsuppressed
 
-SKIPPED_DIRS = frozenset(
-    {".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "__pycache__", "build", "dist",
-     "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs", "site-packages"}
-)
 PARALLEL_THRESHOLD = 16  # below this many files a process pool costs more than it saves
+SUFFIXES = (".py", ".ipynb")
 
 
 @dataclass
@@ -34,6 +34,10 @@ def decode(data: bytes) -> str:
     return data.decode(encoding)
 
 
+def _problem(reason: str, line: int = 1) -> Finding:
+    return Finding("ZG900", message("ZG900", reason), Span(line, 0, line, 0))
+
+
 def check_source(source: str, settings: Settings) -> list[Finding]:
     """lint_source plus `# noqa`, never raising: an internal error becomes ZG901."""
     try:
@@ -45,12 +49,23 @@ def check_source(source: str, settings: Settings) -> list[Finding]:
 
 
 def check_bytes(path: str, data: bytes, settings: Settings) -> FileResult:
+    if path.endswith(".ipynb"):
+        return _check_notebook(path, data, settings)
     try:
         source = decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError) as error:
-        reason = f"undecodable bytes ({error})".splitlines()[0]
-        return FileResult(path, [Finding("ZG900", message("ZG900", reason), Span(1, 0, 1, 0))])
+        return FileResult(path, [_problem(f"undecodable bytes ({error})".splitlines()[0])])
     return FileResult(path, check_source(source, settings))
+
+
+def _check_notebook(path: str, data: bytes, settings: Settings) -> FileResult:
+    try:
+        notebook = read_notebook(data.decode("utf-8-sig"))
+    except UnicodeDecodeError as error:
+        return FileResult(path, [_problem(f"not a notebook: undecodable bytes ({error.reason})")])
+    except NotebookError as error:
+        return FileResult(path, [_problem(str(error))])
+    return FileResult(path, [notebook.locate(f) for f in check_source(notebook.source, settings)])
 
 
 def check_file(path: str, settings: Settings) -> FileResult:
@@ -66,32 +81,42 @@ def _check_file_args(args: tuple[str, Settings]) -> FileResult:
     return check_file(*args)
 
 
-def discover(paths: Sequence[str]) -> Iterator[tuple[str, Optional[str]]]:
-    """(path, error) pairs: files named explicitly, and *.py files found under directories."""
+def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) -> Iterator[tuple[str, Optional[str]]]:
+    """(path, error) pairs: files named explicitly (unless --force-exclude excludes them), and
+    *.py / *.ipynb files found under directories, minus excluded names and paths."""
     for path in paths:
+        if force_exclude and config.is_excluded(path):
+            continue
         if os.path.isdir(path):
-            yield from ((p, None) for p in _walk(path))
+            yield from ((p, None) for p in _walk(path, config))
         elif os.path.exists(path):
             yield path, None
         else:
             yield path, f"{path}: no such file or directory"
 
 
-def _walk(root: str) -> Iterator[str]:
+def _walk(root: str, config: Config) -> Iterator[str]:
     for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS and not _is_virtualenv(os.path.join(folder, d)))
+        dirs[:] = sorted(
+            d for d in dirs
+            if not config.is_excluded(os.path.join(folder, d)) and not _is_virtualenv(os.path.join(folder, d))
+        )
         for name in sorted(files):
-            if name.endswith(".py"):
-                yield os.path.join(folder, name)
+            path = os.path.join(folder, name)
+            if name.endswith(SUFFIXES) and not config.is_excluded(path):
+                yield path
 
 
 def _is_virtualenv(folder: str) -> bool:
     return os.path.exists(os.path.join(folder, "pyvenv.cfg"))
 
 
-def lint_paths(paths: Iterable[str], settings: Settings = Settings(), jobs: int = 1) -> list[FileResult]:
-    """Check files and directories; results sorted by path."""
-    found = list(discover(list(paths)))
+def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: int = 1,
+               config: Optional[Config] = None, force_exclude: bool = False) -> list[FileResult]:
+    """Check files and directories; results sorted by path, per-file ignores applied."""
+    config = config or Config()
+    settings = settings or config.settings
+    found = list(discover(list(paths), config, force_exclude))
     results = [FileResult(path, error=error) for path, error in found if error]
     files = sorted({path for path, error in found if not error})
     if jobs > 1 and len(files) >= PARALLEL_THRESHOLD:
@@ -100,4 +125,8 @@ def lint_paths(paths: Iterable[str], settings: Settings = Settings(), jobs: int 
             results += pool.map(_check_file_args, [(f, settings) for f in files], chunksize=chunk)
     else:
         results += [check_file(f, settings) for f in files]
+    for result in results:
+        ignored = config.ignored_for(result.path)
+        if ignored:
+            result.findings = [f for f in result.findings if not f.code.startswith(ignored)]
     return sorted(results, key=lambda r: r.path)

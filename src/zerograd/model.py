@@ -109,6 +109,7 @@ class Finding:
     message: str
     span: Span
     fix: Optional[str] = None
+    cell: Optional[tuple[int, int]] = None  # notebooks: (cell number, line in the cell), 1-based
 
     @property
     def line(self) -> int:

@@ -4,21 +4,31 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Sequence
+from pathlib import PurePath
+from typing import Any, Callable, Sequence
 
+from . import __version__
 from .model import Finding
-from .rules import RULES
+from .rules import RULES, rule_page
 
 Located = tuple[str, Finding]
+INFORMATION_URI = "https://pypi.org/project/zerograd/"
+
+
+def _where(path: str, f: Finding) -> str:
+    if f.cell is not None:
+        return f"{path}:cell_{f.cell[0]}:{f.cell[1]}:{f.col + 1}"
+    return f"{path}:{f.line}:{f.col + 1}"
 
 
 def text(findings: Sequence[Located]) -> str:
-    return "".join(f"{path}:{f.line}:{f.col + 1}: {f.code} {f.message}\n" for path, f in findings)
+    return "".join(f"{_where(path, f)}: {f.code} {f.message}\n" for path, f in findings)
 
 
 def as_json(findings: Sequence[Located]) -> str:
-    rows = [
-        {
+    rows = []
+    for path, f in findings:
+        row: dict[str, Any] = {
             "path": path,
             "line": f.line,
             "col": f.col + 1,
@@ -28,9 +38,87 @@ def as_json(findings: Sequence[Located]) -> str:
             "message": f.message,
             "fix": f.fix,
         }
-        for path, f in findings
-    ]
+        if f.cell is not None:
+            row["cell"], row["cell_line"] = f.cell
+        rows.append(row)
     return json.dumps(rows, indent=2) + "\n"
+
+
+def sarif(findings: Sequence[Located]) -> str:
+    """SARIF 2.1.0 as GitHub code scanning reads it: rules with help, results with regions."""
+    codes = sorted(RULES)
+    rules = [_sarif_rule(code) for code in codes]
+    results = [_sarif_result(path, f, codes.index(f.code)) for path, f in findings]
+    log = {
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {"driver": {"name": "zerograd", "version": __version__,
+                                    "informationUri": INFORMATION_URI, "rules": rules}},
+                "columnKind": "unicodeCodePoints",
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(log, indent=2) + "\n"
+
+
+def _sarif_rule(code: str) -> dict[str, Any]:
+    rule = RULES[code]
+    page = rule_page(code)
+    what = page.section("What it does") or rule.summary
+    return {
+        "id": code,
+        "name": rule.name,
+        "shortDescription": {"text": rule.summary},
+        "fullDescription": {"text": what},
+        "help": {"text": page.text or rule.summary, "markdown": page.text or rule.summary},
+        "helpUri": f"{INFORMATION_URI}#{code.lower()}",
+        "defaultConfiguration": {"level": _level(code)},
+        "properties": {"tags": ["pytorch", "correctness"]},
+    }
+
+
+def _level(code: str) -> str:
+    return "error" if code.startswith("ZG9") else "warning"
+
+
+def _sarif_result(path: str, f: Finding, index: int) -> dict[str, Any]:
+    region = {"startLine": f.line, "startColumn": f.col + 1, "endLine": f.span.end_line,
+              "endColumn": f.span.end_col + 1}
+    result: dict[str, Any] = {
+        "ruleId": f.code,
+        "ruleIndex": index,
+        "level": _level(f.code),
+        "message": {"text": f.message},
+        "locations": [{"physicalLocation": {"artifactLocation": {"uri": PurePath(path).as_posix()},
+                                            "region": region}}],
+    }
+    if f.cell is not None:
+        result["properties"] = {"cell": f.cell[0], "cellLine": f.cell[1]}
+    return result
+
+
+def github(findings: Sequence[Located]) -> str:
+    """GitHub Actions workflow commands; no column when the finding spans several lines."""
+    out = []
+    for path, f in findings:
+        props = [f"file={_escape_property(path)}", f"line={f.line}", f"endLine={f.span.end_line}"]
+        if f.span.end_line == f.line:
+            props += [f"col={f.col + 1}", f"endColumn={f.span.end_col + 1}"]
+        props.append(f"title={_escape_property(f'{f.code} {RULES[f.code].name}')}")
+        message = f.message if f.cell is None else f"cell {f.cell[0]}, line {f.cell[1]}: {f.message}"
+        out.append(f"::{_level(f.code)} {','.join(props)}::{_escape_data(f'{f.code} {message}')}\n")
+    return "".join(out)
+
+
+def _escape_data(value: str) -> str:
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _escape_property(value: str) -> str:
+    return _escape_data(value).replace(":", "%3A").replace(",", "%2C")
 
 
 def statistics(findings: Sequence[Located]) -> str:
@@ -38,4 +126,6 @@ def statistics(findings: Sequence[Located]) -> str:
     return "".join(f"{counts[code]:<5} {code} {RULES[code].name}\n" for code in sorted(counts))
 
 
-FORMATS = {"text": text, "json": as_json}
+FORMATS: dict[str, Callable[[Sequence[Located]], str]] = {
+    "text": text, "json": as_json, "sarif": sarif, "github": github,
+}

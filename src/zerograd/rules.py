@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from importlib import resources
 
 from .flow import Verdict
 
@@ -75,3 +77,21 @@ def code_for(verdict: Verdict, in_step_function: bool) -> str:
 
 def message(code: str, optimizer: str) -> str:
     return RULES[code].message.format(o=optimizer)
+
+
+@dataclass(frozen=True)
+class RulePage:
+    """A rule's documentation page (ruledocs/ZG001.md), as shipped with the package."""
+
+    text: str
+
+    def section(self, heading: str) -> str:
+        match = re.search(rf"^## {re.escape(heading)}\n(.*?)(?=^## |\Z)", self.text, re.S | re.M)
+        return match.group(1).strip() if match else ""
+
+
+def rule_page(code: str) -> RulePage:
+    try:
+        return RulePage(resources.files("zerograd").joinpath("ruledocs").joinpath(f"{code}.md").read_text(encoding="utf-8"))
+    except (FileNotFoundError, OSError):
+        return RulePage("")
