@@ -1,0 +1,60 @@
+"""Notebooks: cells joined, magics blanked, findings mapped back to cell and line."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "fixtures" / "notebooks"
+
+
+def expected(path: Path) -> list[tuple[int, int, str]]:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    found = []
+    for number, cell in enumerate(cells, start=1):
+        for line_number, line in enumerate("".join(cell["source"]).splitlines(), start=1):
+            match = re.search(r"# expect: (ZG\d+)", line)
+            if match and cell["cell_type"] == "code":
+                found.append((number, line_number, match.group(1)))
+    return found
+
+
+def test_findings_point_at_cell_and_line() -> None:
+    path = NOTEBOOKS / "train.ipynb"
+    result = subprocess.run([sys.executable, "-m", "zerograd", str(path)], capture_output=True, cwd=ROOT, timeout=60)
+    got = []
+    for line in result.stdout.decode().splitlines():
+        match = re.match(r".*:cell_(\d+):(\d+):\d+: (ZG\d+) ", line)
+        assert match, line
+        got.append((int(match.group(1)), int(match.group(2)), match.group(3)))
+    assert got == expected(path) and got
+
+
+def test_malformed_notebooks_are_one_line_diagnostics() -> None:
+    result = subprocess.run([sys.executable, "-m", "zerograd", "not_json.ipynb", "no_cells.ipynb"],
+                            capture_output=True, cwd=NOTEBOOKS, timeout=60)
+    assert result.returncode == 1
+    assert result.stdout.decode().splitlines() == [
+        "no_cells.ipynb:1:1: ZG900 cannot parse: not a notebook: no 'cells' list",
+        "not_json.ipynb:1:1: ZG900 cannot parse: not a notebook: invalid JSON "
+        "(Expecting property name enclosed in double quotes at line 1)",
+    ]
+    assert result.stderr == b""
+
+
+def test_directories_include_notebooks(tmp_path: Path) -> None:
+    (tmp_path / "nb.ipynb").write_bytes((NOTEBOOKS / "train.ipynb").read_bytes())
+    result = subprocess.run([sys.executable, "-m", "zerograd", "."], capture_output=True, cwd=tmp_path, timeout=60)
+    assert result.stdout.decode().startswith("./nb.ipynb:cell_4:6:5: ZG001 ")
+
+
+def test_flake8_with_an_ipynb_display_name_on_stdin() -> None:
+    """Editors and nbQA hand flake8 the Python of a notebook under the notebook's name."""
+    source = b"for b in loader:\n    loss.backward()\n    optimizer.step()\n"
+    result = subprocess.run([sys.executable, "-m", "flake8", "--select", "ZG", "--stdin-display-name",
+                             "analysis.ipynb", "-"], input=source, capture_output=True, timeout=120)
+    assert result.stdout.decode().startswith("analysis.ipynb:3:5: ZG001 ")
