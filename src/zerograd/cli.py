@@ -29,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--ignore", default="", help="codes or prefixes to leave out")
     add("--extend-select", default="", help="codes or prefixes to add to --select")
     add("--format", choices=sorted(FORMATS), default="text", help="output format")
+    add("--fix", action="store_true", help="apply the safe fixes in place, then report what is left")
+    add("--diff", action="store_true", help="print the safe fixes as a unified diff; write nothing")
     add("--exit-zero", action="store_true", help="exit 0 even when there are findings")
     add("--statistics", action="store_true", help="print the count per code")
     add("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="parallel processes")
@@ -53,10 +55,39 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"zerograd: error: {error}", file=sys.stderr)
         return EXIT_ERROR
     files = [p for p in args.paths if p != "-"]
+    if args.fix or args.diff:
+        changed = _fix(files, config, args)
+        if changed is None:
+            return EXIT_ERROR
+        if args.diff:
+            return EXIT_FINDINGS if changed else EXIT_CLEAN
     results = lint_paths(files, config.settings, max(1, args.jobs), config, args.force_exclude) if files else []
     if "-" in args.paths:
         results.append(_stdin_result(args.stdin_filename or "-", config))
     return _report(results, selection, args)
+
+
+def _fix(files: list[str], config: Config, args: argparse.Namespace) -> Optional[bool]:
+    """Fix (or, with --diff, show the fixes of) every file; None when a file could not be written."""
+    from .files import discover
+    from .writing import fix_file
+
+    changed, failed = False, False
+    paths = sorted({path for path, error in discover(files, config, args.force_exclude) if not error})
+    for path in paths:
+        result = fix_file(path, config.settings, write=args.fix and not args.diff)
+        for warning in result.warnings:
+            print(f"zerograd: warning: {path}: {warning}", file=sys.stderr)
+        if result.error:
+            print(f"zerograd: error: {result.error}", file=sys.stderr)
+            failed = True
+        elif result.changed:
+            changed = True
+            if args.diff:
+                sys.stdout.write(result.diff())
+            else:
+                print(f"zerograd: fixed {len(result.fixed)} in {path}", file=sys.stderr)
+    return None if failed else changed
 
 
 def _merge(config: Config, args: argparse.Namespace) -> Config:

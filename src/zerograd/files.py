@@ -17,6 +17,8 @@ from .notebook import NotebookError, read_notebook
 from .rules import message
 from .suppress import unsuppressed
 
+FIXABLE = ("ZG001", "ZG002", "ZG003")  # fix.py (and libcst) is imported only when one is found
+
 PARALLEL_THRESHOLD = 16  # below this many files a process pool costs more than it saves
 SUFFIXES = (".py", ".ipynb")
 
@@ -39,9 +41,13 @@ def _problem(reason: str, line: int = 1) -> Finding:
 
 
 def check_source(source: str, settings: Settings) -> list[Finding]:
-    """lint_source plus `# noqa`, never raising: an internal error becomes ZG901."""
+    """lint_source plus `# noqa` and fix descriptions, never raising: an internal error is ZG901."""
     try:
         findings = lint_source(source, settings)
+        if any(f.code in FIXABLE for f in findings):
+            from .fix import describe
+
+            findings = describe(source, findings, settings)
     except Exception as error:  # noqa: BLE001 - a bug must not stop the run (ZG901)
         reason = f"{type(error).__name__}: {error}".strip().splitlines()[0]
         return [Finding("ZG901", message("ZG901", reason), Span(1, 0, 1, 0))]

@@ -1,0 +1,310 @@
+"""Safe autofixes (interface.md, Autofix): line-level edits planned on the CST, checked by linting.
+
+A fix is offered only where the intent is unambiguous:
+- ZG001: insert `o.zero_grad()` as the first statement of the block holding the loop's first
+  backward, or right after the step when the step is under an accumulation condition;
+- ZG002: move the misplaced clear to just before the loop's first backward;
+- ZG003: move an every-iteration clear to right after the conditional step, inside its block.
+The events must be statements of the loop itself (not inside a helper). Every fix is applied to
+the text, re-parsed and re-linted: it is kept only if it removes its finding and adds none.
+Edits insert and delete whole lines, so every other byte (comments, line endings, tabs) stays.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Iterable, Optional, Sequence
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from .engine import lint_source
+from .events import calls_in, classify, receiver_key
+from .model import Finding, Settings
+
+FIXABLE = ("ZG001", "ZG002", "ZG003")
+
+
+@dataclass(frozen=True)
+class Edit:
+    """Delete lines `delete` (inclusive, 1-based), then put `text` on a new line at `line`
+    (before it, or after it when `after`), indented like line `indent_from`."""
+
+    line: int
+    text: str
+    indent_from: int
+    after: bool = False
+    delete: Optional[tuple[int, int]] = None
+    description: str = ""
+
+
+@dataclass
+class _Statement:
+    node: cst.SimpleStatementLine
+    first: int
+    last: int
+    ancestors: tuple[cst.CSTNode, ...]  # outermost first, up to the enclosing function
+
+
+class _Index(cst.CSTVisitor):
+    """Every simple statement line with its position and the compound statements around it."""
+
+    METADATA_DEPENDENCIES = (PositionProvider,)
+
+    def __init__(self) -> None:
+        self.statements: list[_Statement] = []
+        self.stack: list[cst.CSTNode] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, cst.SimpleStatementLine):
+            where = self.get_metadata(PositionProvider, node)
+            self.statements.append(_Statement(node, where.start.line, where.end.line, self._scope()))
+            return False
+        self.stack.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        if not isinstance(original_node, cst.SimpleStatementLine):
+            self.stack.pop()
+
+    def _scope(self) -> tuple[cst.CSTNode, ...]:
+        """The ancestors up to the enclosing function: loops outside it are not its loops."""
+        for index in range(len(self.stack) - 1, -1, -1):
+            if isinstance(self.stack[index], (cst.FunctionDef, cst.ClassDef)):
+                return tuple(self.stack[index:])
+        return tuple(self.stack)
+
+
+class Planner:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        module = cst.parse_module(source)
+        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+        index = _Index()
+        wrapper.visit(index)
+        self.statements = index.statements
+        self.positions = wrapper.resolve(PositionProvider)
+
+    def plan(self, finding: Finding) -> Optional[Edit]:
+        if finding.code not in FIXABLE:
+            return None
+        statement = self._statement_at(finding.line)
+        if statement is None:
+            return None
+        loop = _innermost_loop(statement)
+        if loop is None:
+            return None
+        if finding.code == "ZG001":
+            return self._insert_clear(statement, loop)
+        if finding.code == "ZG002":
+            return self._move_before_backward(statement, loop)
+        return self._move_after_conditional_step(statement, loop)
+
+    def _statement_at(self, line: int) -> Optional[_Statement]:
+        found = [s for s in self.statements if s.first == line and len(s.node.body) == 1]
+        return found[0] if len(found) == 1 else None
+
+    def _in_loop(self, loop: cst.CSTNode) -> list[_Statement]:
+        return [s for s in self.statements if any(a is loop for a in s.ancestors)]
+
+    def _first_backward(self, loop: cst.CSTNode) -> Optional[_Statement]:
+        for statement in self._in_loop(loop):
+            if _method_call(statement, ("backward", "manual_backward")) is not None:
+                return statement
+        return None
+
+    def _insert_clear(self, step: _Statement, loop: cst.CSTNode) -> Optional[Edit]:
+        optimizer = _stepped(step)
+        backward = self._first_backward(loop)
+        if optimizer is None or backward is None:
+            return None
+        text = f"{optimizer}.zero_grad()"
+        if _under_accumulation(step, loop):
+            return Edit(step.last, text, step.first, after=True, description=f"insert {text} after the step")
+        block_start = self._block_start(backward)
+        if block_start is None:
+            return None
+        return Edit(block_start, text, block_start, description=f"insert {text} at line {block_start}")
+
+    def _block_start(self, statement: _Statement) -> Optional[int]:
+        """The first line of the first statement of the block that holds `statement`."""
+        parent = statement.ancestors[-1] if statement.ancestors else None
+        if not isinstance(parent, cst.IndentedBlock) or not parent.body:
+            return None
+        return self.positions[parent.body[0]].start.line
+
+    def _move_before_backward(self, clear: _Statement, loop: cst.CSTNode) -> Optional[Edit]:
+        backward = self._first_backward(loop)
+        if _cleared(clear) is None or backward is None or backward.first == clear.first:
+            return None
+        return Edit(backward.first, _own_text(self.source, clear), backward.first, delete=(clear.first, clear.last),
+                    description=f"move the clear before line {backward.first}")
+
+    def _move_after_conditional_step(self, clear: _Statement, loop: cst.CSTNode) -> Optional[Edit]:
+        optimizer = _cleared(clear)
+        if optimizer is None or _under_condition(clear, loop):
+            return None
+        steps = [s for s in self._in_loop(loop) if _stepped(s) == optimizer and _under_accumulation(s, loop)]
+        if len(steps) != 1:
+            return None
+        step = steps[0]
+        return Edit(step.last, _own_text(self.source, clear), step.first, after=True,
+                    delete=(clear.first, clear.last), description="move the clear right after the conditional step")
+
+
+def _innermost_loop(statement: _Statement) -> Optional[cst.CSTNode]:
+    for node in reversed(statement.ancestors):
+        if isinstance(node, (cst.For, cst.While)):
+            return node
+    return None
+
+
+def _between(statement: _Statement, loop: cst.CSTNode) -> list[cst.CSTNode]:
+    index = next(i for i, a in enumerate(statement.ancestors) if a is loop)
+    return list(statement.ancestors[index + 1:])
+
+
+def _under_accumulation(statement: _Statement, loop: cst.CSTNode) -> bool:
+    return any(isinstance(n, cst.If) and classify(n.test).accumulation for n in _between(statement, loop))
+
+
+def _under_condition(statement: _Statement, loop: cst.CSTNode) -> bool:
+    return any(isinstance(n, (cst.If, cst.Try, cst.For, cst.While, cst.Match, cst.Else)) for n in _between(statement, loop))
+
+
+def _method_call(statement: _Statement, names: tuple[str, ...]) -> Optional[cst.Call]:
+    for call in calls_in(statement.node):
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in names:
+            return call
+    return None
+
+
+def _only_call(statement: _Statement, name: str) -> Optional[cst.Call]:
+    small = statement.node.body[0]
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        func = small.value.func
+        if isinstance(func, cst.Attribute) and func.attr.value == name:
+            return small.value
+    return None
+
+
+def _stepped(statement: _Statement) -> Optional[str]:
+    """The optimizer a `o.step()` / `scaler.step(o)` statement steps, as written."""
+    call = _only_call(statement, "step")
+    if call is None:
+        return None
+    receiver = call.func.value  # type: ignore[attr-defined]
+    if "scaler" in receiver_key(receiver).lower() and call.args:
+        receiver = call.args[0].value
+    return _written(receiver)
+
+
+def _cleared(statement: _Statement) -> Optional[str]:
+    call = _only_call(statement, "zero_grad")
+    return None if call is None else _written(call.func.value)  # type: ignore[attr-defined]
+
+
+def _written(node: cst.BaseExpression) -> Optional[str]:
+    if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)):
+        return cst.Module(body=[]).code_for_node(node)
+    return None
+
+
+def _own_text(source: str, statement: _Statement) -> str:
+    lines = source.splitlines(keepends=True)[statement.first - 1: statement.last]
+    return "".join(lines).strip()
+
+
+def apply(source: str, edit: Edit) -> str:
+    lines = source.splitlines(keepends=True)
+    anchor = lines[edit.indent_from - 1]
+    indent = anchor[: len(anchor) - len(anchor.lstrip(" \t"))]
+    ending = "\r\n" if anchor.endswith("\r\n") else "\r" if anchor.endswith("\r") else "\n"
+    new = [indent + line.strip("\r\n") + ending for line in _reindent(edit.text, indent).splitlines()]
+    position = edit.line if edit.after else edit.line - 1
+    if lines and not lines[-1].endswith(("\n", "\r")) and position >= len(lines):
+        lines[-1] += ending
+    out = lines[:position] + new + lines[position:]
+    if edit.delete is not None:
+        first, last = edit.delete
+        shift = len(new) if position < first else 0
+        del out[first - 1 + shift: last + shift]
+    return "".join(out)
+
+
+def _reindent(text: str, indent: str) -> str:
+    """Continuation lines of a multi-line statement keep their relative indentation."""
+    lines = text.splitlines()
+    return "\n".join([lines[0], *(indent + line.lstrip() if line.strip() else line for line in lines[1:])])
+
+
+@dataclass(frozen=True)
+class Outcome:
+    source: str
+    fixed: list[Finding]
+    warnings: list[str]
+
+
+def _signature(findings: Iterable[Finding]) -> Counter[tuple[str, str]]:
+    return Counter((f.code, f.message) for f in findings)
+
+
+def fix_source(source: str, settings: Settings = Settings(), only: Sequence[str] = FIXABLE) -> Outcome:
+    """Apply every safe fix, one at a time, each checked by re-linting; idempotent."""
+    fixed: list[Finding] = []
+    warnings: list[str] = []
+    tried: set[tuple[str, str]] = set()
+    while True:
+        findings = lint_source(source, settings)
+        if any(f.code.startswith("ZG9") for f in findings):
+            return Outcome(source, fixed, warnings)  # never touch a file that does not parse
+        candidates = [f for f in findings if f.code in only and (f.code, f.message, f.line) not in tried]
+        progress = False
+        for finding in candidates:
+            tried.add((finding.code, finding.message, finding.line))  # type: ignore[arg-type]
+            result = try_fix(source, finding, findings, settings)
+            if isinstance(result, str) and result != source:
+                source, progress = result, True
+                fixed.append(finding)
+                break
+            if result is not None and not isinstance(result, str):
+                warnings.append(result[0])
+        if not progress:
+            return Outcome(source, fixed, warnings)
+
+
+def try_fix(source: str, finding: Finding, findings: list[Finding], settings: Settings):  # type: ignore[no-untyped-def]
+    """The fixed source, None when no fix is offered, or (warning,) when the fix failed its check."""
+    try:
+        edit = Planner(source).plan(finding)
+    except (cst.ParserSyntaxError, RecursionError):
+        return None
+    if edit is None:
+        return None
+    candidate = apply(source, edit)
+    after = lint_source(candidate, settings)
+    expected = _signature(findings)
+    expected[(finding.code, finding.message)] -= 1
+    if any(f.code.startswith("ZG9") for f in after) or _signature(after) - +expected:
+        return (f"line {finding.line}: the {finding.code} fix ({edit.description}) did not hold; left as is",)
+    return candidate
+
+
+def describe(source: str, findings: list[Finding], settings: Settings = Settings()) -> list[Finding]:
+    """Mark each finding whose fix would apply and hold with a description of the edit."""
+    from dataclasses import replace
+
+    if not any(f.code in FIXABLE for f in findings):
+        return findings
+    try:
+        planner = Planner(source)
+    except (cst.ParserSyntaxError, RecursionError):
+        return findings
+    marked = []
+    for finding in findings:
+        edit = planner.plan(finding)
+        if edit is not None and isinstance(try_fix(source, finding, findings, settings), str):
+            finding = replace(finding, fix=edit.description)
+        marked.append(finding)
+    return marked

@@ -1,0 +1,138 @@
+"""Autofix: fixture pairs, idempotence, bytes preserved, --diff writes nothing, notebooks, and a
+property check over every buggy fixture."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from zerograd import lint_source
+from zerograd.fix import FIXABLE, fix_source
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXES = ROOT / "fixtures" / "fixes"
+PAIRS = sorted(FIXES.glob("*.in.py"))
+BUGGY = sorted(p for p in (ROOT / "fixtures").glob("zg00*.py"))
+BUG = "from torch import optim\nfor b in loader:\n    loss.backward()\n    optimizer.zero_grad()\n    optimizer.step()\n"
+FIXED = "from torch import optim\nfor b in loader:\n    optimizer.zero_grad()\n    loss.backward()\n    optimizer.step()\n"
+
+
+def read(path: Path) -> str:
+    return path.read_bytes().decode("utf-8")  # no newline translation: CRLF stays CRLF
+
+
+def run(cwd: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
+    return subprocess.run([sys.executable, "-m", "zerograd", *args], capture_output=True, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("path", PAIRS, ids=lambda p: p.name)
+def test_fix_pair(path: Path) -> None:
+    source = read(path)
+    expected = read(path.with_name(path.name.replace(".in.py", ".out.py")))
+    outcome = fix_source(source)
+    assert outcome.source == expected
+    assert outcome.fixed and not outcome.warnings
+    assert not [f for f in lint_source(outcome.source) if f.code in FIXABLE]
+    assert fix_source(outcome.source).source == outcome.source  # idempotent
+
+
+@pytest.mark.parametrize("path", BUGGY, ids=lambda p: p.name)
+def test_fix_every_buggy_fixture(path: Path) -> None:
+    """Whatever --fix changes parses, lints clean of what it fixed, and touches only those lines."""
+    source = read(path)
+    outcome = fix_source(source)
+    after = lint_source(outcome.source)
+    assert not [f for f in after if f.code.startswith("ZG9")]
+    remaining = {(f.code, f.message) for f in after}
+    before = [(f.code, f.message) for f in lint_source(source)]
+    for finding in outcome.fixed:
+        assert before.count((finding.code, finding.message)) > [(f.code, f.message) for f in after].count(
+            (finding.code, finding.message)
+        ) or (finding.code, finding.message) not in remaining
+    old, new = source.splitlines(), outcome.source.splitlines()
+    moved = [line for line in new if line not in old] + [line for line in old if line not in new]
+    assert all(line.strip().endswith(")") and ("zero_grad(" in line or "backward(" in line) or "# expect" in line
+               for line in moved), moved
+    assert len(new) - len(old) <= len(outcome.fixed)
+
+
+def test_bom_latin1_and_crlf_preserved(tmp_path: Path) -> None:
+    (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbf" + BUG.encode())
+    (tmp_path / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nname = '\xe9'\n" + BUG.encode())
+    (tmp_path / "crlf.py").write_bytes(BUG.replace("\n", "\r\n").encode())
+    result = run(tmp_path, "--fix", "bom.py", "latin.py", "crlf.py")
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "bom.py").read_bytes() == b"\xef\xbb\xbf" + FIXED.encode()
+    assert (tmp_path / "latin.py").read_bytes() == b"# -*- coding: latin-1 -*-\nname = '\xe9'\n" + FIXED.encode()
+    assert (tmp_path / "crlf.py").read_bytes() == FIXED.replace("\n", "\r\n").encode()
+    again = run(tmp_path, "--diff", ".")
+    assert (again.returncode, again.stdout) == (0, b"")
+
+
+def test_diff_writes_nothing_and_exits_one(tmp_path: Path) -> None:
+    target = tmp_path / "t.py"
+    target.write_text(BUG)
+    result = run(tmp_path, "--diff", "t.py")
+    assert result.returncode == 1
+    assert target.read_text() == BUG
+    assert result.stdout.decode().splitlines()[:2] == ["--- a/t.py", "+++ b/t.py"]
+    assert "+    optimizer.zero_grad()" in result.stdout.decode()
+
+
+def test_fix_keeps_permissions_and_leaves_no_temporary_files(tmp_path: Path) -> None:
+    target = tmp_path / "t.py"
+    target.write_text(BUG)
+    os.chmod(target, 0o640)
+    assert run(tmp_path, "--fix", "t.py").returncode == 0
+    assert target.read_text() == FIXED
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["t.py"]
+
+
+def test_unparseable_file_is_never_written(tmp_path: Path) -> None:
+    broken = BUG + "def oops(:\n"
+    (tmp_path / "b.py").write_text(broken)
+    result = run(tmp_path, "--fix", "b.py")
+    assert (tmp_path / "b.py").read_text() == broken
+    assert b"ZG900" in result.stdout and b"Traceback" not in result.stderr
+
+
+def test_notebook_fix_changes_only_the_cell(tmp_path: Path) -> None:
+    document = json.loads((ROOT / "fixtures" / "notebooks" / "train.ipynb").read_text())
+    text = json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+    (tmp_path / "nb.ipynb").write_text(text)
+    assert run(tmp_path, "--fix", "nb.ipynb").returncode == 0
+    fixed = json.loads((tmp_path / "nb.ipynb").read_text())
+    assert fixed["cells"][:3] == document["cells"][:3]
+    assert fixed["cells"][3]["source"][:3] == [
+        "optimizer = optim.SGD(model.parameters(), lr=0.1)\n", "for x, y in loader:\n", "    optimizer.zero_grad()\n"
+    ]
+    assert "    %time print(loss)\n" in fixed["cells"][3]["source"]
+    document["cells"][3]["source"] = fixed["cells"][3]["source"]
+    assert (tmp_path / "nb.ipynb").read_text() == json.dumps(document, indent=1, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def test_notebook_with_unusual_layout_is_not_rewritten(tmp_path: Path) -> None:
+    original = (ROOT / "fixtures" / "notebooks" / "train.ipynb").read_text().replace('"cells": [', '"cells":   [')
+    (tmp_path / "nb.ipynb").write_text(original)
+    result = run(tmp_path, "--fix", "nb.ipynb")
+    assert (tmp_path / "nb.ipynb").read_text() == original
+    assert b"cannot be reproduced exactly" in result.stderr
+
+
+def test_json_says_which_findings_are_fixable(tmp_path: Path) -> None:
+    (tmp_path / "t.py").write_text(BUG)
+    (tmp_path / "helper.py").write_text(
+        "from torch import optim\ndef step(o):\n    o.step()\nfor b in loader:\n    loss.backward()\n    step(optimizer)\n"
+    )
+    rows = json.loads(run(tmp_path, "--format", "json", ".").stdout)
+    assert {row["path"]: row["fix"] for row in rows} == {
+        "./helper.py": None,
+        "./t.py": "move the clear before line 3",
+    }
