@@ -47,7 +47,7 @@ def test_json_format(tmp_path: Path) -> None:
             "code": "ZG001",
             "message": "gradients of 'optimizer' are never cleared in this loop; "
             "call optimizer.zero_grad() before backward() or after step()",
-            "fix": None,
+            "fix": "insert optimizer.zero_grad() at line 3",
         }
     ]
 

@@ -95,8 +95,12 @@ def _sarif_result(path: str, f: Finding, index: int) -> dict[str, Any]:
         "locations": [{"physicalLocation": {"artifactLocation": {"uri": PurePath(path).as_posix()},
                                             "region": region}}],
     }
+    properties: dict[str, Any] = {"fixable": f.fix is not None}
+    if f.fix is not None:
+        properties["fix"] = f.fix  # what `zerograd --fix` would do
     if f.cell is not None:
-        result["properties"] = {"cell": f.cell[0], "cellLine": f.cell[1]}
+        properties.update(cell=f.cell[0], cellLine=f.cell[1])
+    result["properties"] = properties
     return result
 
 
