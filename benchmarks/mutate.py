@@ -12,6 +12,8 @@ line lies in the loop:
 - accumulation-every-iteration: a clear under an accumulation condition is moved to the top of
   the loop body, so it runs every iteration while the step does not (ZG003)
 - drop-one-optimizer: in a loop with several optimizers, remove one optimizer's clears (ZG001)
+For each detected mutant it also asks whether a fix is offered (fixable) and whether `--fix`
+then removes the finding (repaired).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider  # noqa: E402
 from corpus import CACHE, extract as unpack, fetch, load_lock, python_files  # noqa: E402
 
 from zerograd.engine import lint_source  # noqa: E402
+from zerograd.fix import describe, fix_source  # noqa: E402
 from zerograd.events import classify, extract, receiver_key  # noqa: E402
 from zerograd.flow import analyse  # noqa: E402
 from zerograd.model import Kind, Settings  # noqa: E402
@@ -71,6 +74,8 @@ def main() -> int:
     lock = load_lock("realcode.lock.json")
     made: Counter[str] = Counter()
     caught: Counter[str] = Counter()
+    claimed: Counter[str] = Counter()
+    repaired: Counter[str] = Counter()
     missed: list[str] = []
     loops = 0
     for package in args.packages or list(lock):
@@ -87,22 +92,38 @@ def main() -> int:
                 found = [f for f in lint_source(mutant.source) if mutant.first <= f.line <= mutant.last]
                 if any(f.code == KINDS[mutant.kind] for f in found):
                     caught[mutant.kind] += 1
+                    if _claims_fix(mutant, found):
+                        claimed[mutant.kind] += 1
+                        repaired[mutant.kind] += _repaired(mutant)
                 else:
                     got = ",".join(sorted({f.code for f in found})) or "nothing"
                     missed.append(f"{mutant.kind}: {path.relative_to(CACHE / 'src')}:{mutant.first} "
                                   f"({mutant.what}) -> {got}")
             loops += 1
-    print(f"{'mutation':<30} {'expect':>6} {'mutants':>8} {'detected':>9} {'share':>7}")
+    print(f"{'mutation':<30} {'expect':>6} {'mutants':>8} {'detected':>9} {'share':>7} {'fixable':>8} {'repaired':>9}")
     for kind, code in KINDS.items():
         share = f"{100 * caught[kind] / made[kind]:.1f}%" if made[kind] else "-"
-        print(f"{kind:<30} {code:>6} {made[kind]:>8} {caught[kind]:>9} {share:>7}")
+        print(f"{kind:<30} {code:>6} {made[kind]:>8} {caught[kind]:>9} {share:>7} {claimed[kind]:>8} {repaired[kind]:>9}")
     total_made, total_caught = sum(made.values()), sum(caught.values())
     print(f"{'total':<30} {'':>6} {total_made:>8} {total_caught:>9} "
-          f"{100 * total_caught / max(total_made, 1):.1f}%")
+          f"{100 * total_caught / max(total_made, 1):>6.1f}% {sum(claimed.values()):>8} {sum(repaired.values()):>9}")
     if args.missed and missed:
         print("\nmissed:")
         print("\n".join(missed))
     return 0
+
+
+def _claims_fix(mutant: Mutant, found: list) -> bool:  # type: ignore[type-arg]
+    """zerograd offers a fix for the expected finding (JSON's "fix" is not null)."""
+    marked = describe(mutant.source, lint_source(mutant.source))
+    return any(f.code == KINDS[mutant.kind] and f.fix and mutant.first <= f.line <= mutant.last for f in marked)
+
+
+def _repaired(mutant: Mutant) -> int:
+    """--fix removes every finding of the expected code from the file and adds none."""
+    fixed = fix_source(mutant.source)
+    after = lint_source(fixed.source)
+    return int(not any(f.code == KINDS[mutant.kind] for f in after) and len(after) <= len(lint_source(mutant.source)))
 
 
 def mutants(path: Path, source: str) -> Iterator[Mutant]:
