@@ -7,6 +7,7 @@ checking a tree of unrelated files never pays for the import or the parse.
 from __future__ import annotations
 
 import ast
+import re
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -18,9 +19,22 @@ from .rules import code_for, message
 if TYPE_CHECKING:
     from .events import Analysis
 
-# Every BACKWARD form of rules.md contains this text (`.backward(`, `manual_backward(`,
-# `torch.autograd.backward`, `backward (`); without it no finding is possible.
+# Every BACKWARD form of rules.md is a call whose name ends in `backward` (`.backward(`,
+# `manual_backward(`, `torch.autograd.backward(`, `backward (`): without one, no finding is
+# possible. `def backward(` (autograd Functions, everywhere in torch) is not a call.
 PREFILTER = "backward"
+_CALL = re.compile(r"backward\s*\(")
+_DEFINITION = re.compile(r"\bdef\s+$")
+
+
+def may_hold_findings(source: str) -> bool:
+    """The cheap, sound test that decides whether a file is parsed at all."""
+    if PREFILTER not in source:
+        return False
+    for match in _CALL.finditer(source):
+        if not _DEFINITION.search(source, max(0, match.start() - 12), match.start()):
+            return True
+    return False
 
 
 @dataclass(frozen=True)
@@ -37,7 +51,7 @@ def lint_source(source: str, settings: Settings = Settings()) -> list[Finding]:
 
 def inspect_source(source: str, settings: Settings = Settings()) -> Report:
     """Findings plus how many units were analysed (for the real-code benchmarks)."""
-    if PREFILTER not in source:
+    if not may_hold_findings(source):
         return Report([])
     import libcst
 

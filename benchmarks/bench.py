@@ -1,0 +1,190 @@
+"""Speed of zerograd against flake8, ruff and the parsers, as ratios measured in one run.
+
+    python benchmarks/bench.py                  # LARGE without torch, 3 repetitions
+    python benchmarks/bench.py --with-torch     # LARGE includes torch's own Python files (slow)
+    python benchmarks/bench.py --repeat 1 --skip-flake8   # a quick look
+
+Corpora come from pinned releases (bench.lock.json) unpacked into the cache outside the repo:
+LARGE is every .py file, TRAINING the files whose text contains `backward`. Commands run
+alternately, `--repeat` times; the median wall time and the peak memory (of the command's own
+process) are reported, and the targets of issue 6 are checked as ratios of times taken in this
+same run, because the machines are noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+from corpus import extract, fetch, load_lock, python_files  # noqa: E402
+
+BIN = Path(sys.executable).parent
+
+
+def tool(name: str) -> str:
+    found = BIN / name
+    return str(found) if found.exists() else (shutil.which(name) or name)
+
+
+def run_command(command: list[str]) -> tuple[float, int]:
+    """Wall seconds and peak RSS (KiB) of one run; the output is thrown away."""
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _, usage = os.wait4(process.pid, 0)
+    return time.perf_counter() - started, usage.ru_maxrss
+
+
+def in_process(work: Callable[[], None]) -> tuple[float, int]:
+    started = time.perf_counter()
+    work()
+    return time.perf_counter() - started, 0
+
+
+def corpora(with_torch: bool) -> tuple[list[str], list[str]]:
+    lock = load_lock("bench.lock.json")
+    names = [n for n in lock if with_torch or n != "torch"]
+    large: list[str] = []
+    for name in names:
+        large += [str(p) for p in python_files(extract(fetch(name, lock[name])))]
+    training = [p for p in large if "backward" in Path(p).read_text(encoding="utf-8", errors="replace")]
+    return large, training
+
+
+def lines_of(paths: list[str]) -> int:
+    return sum(Path(p).read_bytes().count(b"\n") for p in paths)
+
+
+def ensure_ruff() -> bool:
+    if (BIN / "ruff").exists() or shutil.which("ruff"):
+        return True
+    result = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "ruff"], capture_output=True)
+    return result.returncode == 0
+
+
+def floors(paths: list[str], with_libcst: bool) -> dict[str, Callable[[], None]]:
+    def read_all() -> None:
+        for p in paths:
+            "backward" in Path(p).read_text(encoding="utf-8", errors="replace")
+
+    def ast_all() -> None:
+        for p in paths:
+            try:
+                ast.parse(Path(p).read_bytes())
+            except (SyntaxError, ValueError):
+                pass
+
+    def libcst_all() -> None:
+        import libcst
+
+        for p in paths:
+            try:
+                libcst.parse_module(Path(p).read_bytes())
+            except Exception:  # noqa: BLE001 - a floor, not a checker
+                pass
+
+    found = {"read": read_all, "ast.parse": ast_all}
+    if with_libcst:
+        found["libcst.parse_module"] = libcst_all
+    return found
+
+
+def measure(label: str, corpus: list[str], args: argparse.Namespace) -> dict[str, tuple[float, int]]:
+    listing = Path(tempfile.mkdtemp()) / "files.txt"
+    listing.write_text("\n".join(corpus))
+    commands: dict[str, list[str]] = {
+        "zerograd -j1": [tool("zerograd"), "-j", "1", "--exit-zero", *corpus],
+        "zerograd": [tool("zerograd"), "--exit-zero", *corpus],
+    }
+    if not args.skip_flake8:
+        commands.update({
+            "flake8 -j1": [tool("flake8"), "-j", "1", "--exit-zero", *corpus],
+            "flake8 --select ZG -j1": [tool("flake8"), "-j", "1", "--select", "ZG", "--exit-zero", *corpus],
+            "flake8 +ZG -j1": [tool("flake8"), "-j", "1", "--extend-select", "ZG", "--exit-zero", *corpus],
+        })
+    if ensure_ruff():
+        commands["ruff check"] = [tool("ruff"), "check", "--no-cache", "--exit-zero", "--quiet", *corpus]
+    work = {name: (lambda c=c: run_command(c)) for name, c in commands.items()}
+    for name, job in floors(corpus, with_libcst=label == "TRAINING").items():
+        work[f"floor: {name}"] = lambda job=job: in_process(job)
+    times: dict[str, list[float]] = {name: [] for name in work}
+    memory: dict[str, int] = {name: 0 for name in work}
+    for _ in range(args.repeat):
+        for name, job in work.items():  # alternate the commands in every repetition
+            seconds, peak = job()
+            times[name].append(seconds)
+            memory[name] = max(memory[name], peak)
+    return {name: (statistics.median(values), memory[name]) for name, values in times.items()}
+
+
+def growth() -> list[tuple[int, float]]:
+    """Seconds per 1k lines of zerograd on synthetic training files of 1k, 10k and 100k lines."""
+    from zerograd.engine import lint_source
+
+    unit = (
+        "def train_{i}(model, loader, optimizer):\n"
+        "    for x, y in loader:\n"
+        "        optimizer.zero_grad()\n"
+        "        loss = model(x).sum()\n"
+        "        if loss.isnan():\n"
+        "            continue\n"
+        "        loss.backward()\n"
+        "        optimizer.step()\n"
+        "\n\n"
+    )
+    rows = []
+    for lines in (1_000, 10_000, 100_000):
+        source = "import torch\n\n\n" + "".join(unit.format(i=i) for i in range(lines // 10))
+        best = min(in_process(lambda: lint_source(source))[0] for _ in range(3 if lines < 100_000 else 1))
+        rows.append((lines, best * 1000 / lines))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--with-torch", action="store_true", help="add torch's Python files to LARGE")
+    parser.add_argument("--skip-flake8", action="store_true", help="leave out the (slow) flake8 runs")
+    args = parser.parse_args()
+    large, training = corpora(args.with_torch)
+    print(f"LARGE: {len(large)} files, {lines_of(large):,} lines; "
+          f"TRAINING: {len(training)} files, {lines_of(training):,} lines; {args.repeat} repetitions, medians")
+    results = {label: measure(label, files, args) for label, files in (("TRAINING", training), ("LARGE", large))}
+    print(f"\n{'command':<28} {'TRAINING s':>11} {'LARGE s':>9} {'peak MiB':>9}")
+    for name in results["LARGE"]:
+        train = results["TRAINING"].get(name, (float("nan"), 0))
+        big = results["LARGE"][name]
+        print(f"{name:<28} {train[0]:>11.2f} {big[0]:>9.2f} {max(train[1], big[1]) / 1024:>9.0f}")
+    print("\nratios (targets of issue 6):")
+    big, train = results["LARGE"], results["TRAINING"]
+    checks = []
+    if "flake8 -j1" in big:
+        overhead = big["flake8 +ZG -j1"][0] / big["flake8 -j1"][0] - 1
+        checks.append(("flake8 plugin overhead on LARGE", f"{100 * overhead:+.1f}%", overhead <= 0.05))
+    if "ruff check" in big:
+        ratio = big["zerograd"][0] / big["ruff check"][0]
+        checks.append(("zerograd / ruff on LARGE", f"{ratio:.2f}x", ratio <= 2))
+    floor = train["floor: libcst.parse_module"][0]
+    ratio = train["zerograd -j1"][0] / floor
+    checks.append(("zerograd -j1 on TRAINING / libcst parse floor", f"{ratio:.2f}x", ratio <= 1.3))
+    rows = growth()
+    spread = max(r[1] for r in rows) / min(r[1] for r in rows) - 1
+    checks.append(("time per line, 1k..100k lines: spread", f"{100 * spread:.0f}%", spread <= 0.2))
+    for name, value, met in checks:
+        print(f"  {name:<50} {value:>8}  {'met' if met else 'NOT met'}")
+    print("  growth: " + ", ".join(f"{n:,} lines {ms:.2f} ms/1k lines" for n, ms in rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
