@@ -17,6 +17,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .flow import summarize
 from .model import Branch, Event, Inline, Jump, Kind, Loop, Node, Seq, Settings, Span, Test, Try, Unit
+from .walk import calls_in, nodes_in
 from .optimizers import OptimizerTable, is_engine_callee, is_optimizer_callee, is_scaler_callee
 
 MAX_INLINE_DEPTH = 8
@@ -110,29 +111,24 @@ def block_of(suite: cst.BaseSuite) -> Sequence[Union[cst.BaseStatement, cst.Base
     return suite.body
 
 
-class _Calls(cst.CSTVisitor):
-    """Calls of one statement in evaluation order (inner before outer), skipping lambdas."""
-
-    def __init__(self) -> None:
-        self.calls: list[cst.Call] = []
-
-    def leave_Call(self, original_node: cst.Call) -> None:
-        self.calls.append(original_node)
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-
-def calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    collector = _Calls()
-    node.visit(collector)
-    return collector.calls
-
-
 @dataclass
 class ClassInfo:
     methods: dict[str, cst.FunctionDef]
     bases: list[str]
+
+
+# Calls that are events, or clear gradients by hand: a function without any (directly or through
+# the functions it calls) is neither built into IR nor inlined.
+EVENT_METHODS = frozenset({"backward", "manual_backward", "step", "zero_grad", "optimizer_step", "zero_"})
+
+
+@dataclass
+class FunctionFacts:
+    events: bool = False
+    callees: set[str] = field(default_factory=set)
+    stepped: set[str] = field(default_factory=set)
+    cleared: set[str] = field(default_factory=set)
+    parameters: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -143,6 +139,17 @@ class ModuleInfo:
     called_names: set[str] = field(default_factory=set)  # f(...)
     called_attributes: set[str] = field(default_factory=set)  # x.f(...)
     table: OptimizerTable = field(default_factory=OptimizerTable)
+    facts: dict[int, "FunctionFacts"] = field(default_factory=dict)  # id(FunctionDef) -> facts
+    every_function: list[cst.FunctionDef] = field(default_factory=list)
+    relevant: set[int] = field(default_factory=set)  # functions that can perform an event
+    _calls: dict[int, list[cst.Call]] = field(default_factory=dict)
+
+    def calls_of(self, node: cst.CSTNode) -> list[cst.Call]:
+        """calls_in, computed once per node: inlining walks the same statements many times."""
+        found = self._calls.get(id(node))
+        if found is None:
+            found = self._calls[id(node)] = calls_in(node)
+        return found
 
     def qualify(self, node: cst.BaseExpression) -> Optional[str]:
         name = dotted(node)
@@ -158,6 +165,7 @@ class _Collector:
 
     def __init__(self, info: ModuleInfo) -> None:
         self.info = info
+        self.facts = FunctionFacts()  # of the function being read (the module's own at first)
 
     def statements(self, body: Sequence[cst.CSTNode], cls: Optional[ClassInfo] = None, top: bool = True) -> None:
         for statement in body:
@@ -174,7 +182,12 @@ class _Collector:
                 cls.methods[node.name.value] = node
             elif top:
                 self.info.functions.setdefault(node.name.value, node)
+            self.info.every_function.append(node)
+            facts = self.info.facts.setdefault(id(node), FunctionFacts())
+            facts.parameters = {p.name.value for p in node.params.params}
+            outer, self.facts = self.facts, facts
             self.statements(block_of(node.body), top=False)
+            self.facts = outer
         elif isinstance(node, cst.ClassDef):
             bases = [b for b in (dotted(arg.value) for arg in node.bases) if b]
             info = ClassInfo({}, bases)
@@ -199,13 +212,32 @@ class _Collector:
         elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             self.assignment(targets, node.value)
-        for call in calls_in(node):
-            # A function handed over as an argument (`step_fn=self.train_step`) has a caller too.
-            for used in (call.func, *(arg.value for arg in call.args)):
-                if isinstance(used, cst.Name):
-                    self.info.called_names.add(used.value)
-                elif isinstance(used, cst.Attribute):
-                    self.info.called_attributes.add(used.attr.value)
+            if any(isinstance(t, cst.Attribute) and t.attr.value == "grad" for t in targets):
+                self.facts.events = True  # `p.grad = None`
+        for call in self.info.calls_of(node):
+            self.call(call)
+
+    def call(self, call: cst.Call) -> None:
+        facts = self.facts
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            name = func.attr.value
+            facts.events |= name in EVENT_METHODS
+            if name == "step":
+                facts.stepped.add(receiver_key(func.value))
+            elif name == "zero_grad":
+                facts.cleared.add(receiver_key(func.value))
+        elif isinstance(func, cst.Name):
+            # Calling a parameter (`f()` in fastai's _with_events) may run anything handed over.
+            facts.events |= func.value == "backward" or func.value in facts.parameters
+        # A function handed over as an argument (`step_fn=self.train_step`) has a caller too.
+        for used in (func, *(arg.value for arg in call.args)):
+            if isinstance(used, cst.Name):
+                self.info.called_names.add(used.value)
+                facts.callees.add(used.value)
+            elif isinstance(used, cst.Attribute):
+                self.info.called_attributes.add(used.attr.value)
+                facts.callees.add(used.attr.value)
 
     def assignment(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if not isinstance(value, cst.Call):
@@ -414,7 +446,7 @@ class _Builder:
 
     def expression_events(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
         items: list[Node] = []
-        for call in calls_in(node):
+        for call in self.info.calls_of(node):
             items.extend(self.call_events(call, ctx))
         return items
 
@@ -558,6 +590,8 @@ class _Builder:
         return [self.event(Kind.MAYBE_CLEAR, node, replace(ctx, anchor=anchor, gate=None))]
 
     def inline(self, function: cst.FunctionDef, call: cst.Call, ctx: Context) -> list[Node]:
+        if id(function) not in self.info.relevant:
+            return []  # it performs no event, directly or through what it calls
         if len(ctx.stack) >= MAX_INLINE_DEPTH or self.inlines >= MAX_INLINES:
             return []
         params = [p.name.value for p in function.params.params]
@@ -606,17 +640,10 @@ class _Builder:
             return self._method(ctx.cls, node.attr.value) if ctx.cls is not None else None
         return None
 
-    def scope_receivers(self, function: cst.CSTNode) -> frozenset[str]:
+    def scope_receivers(self, function: cst.FunctionDef) -> frozenset[str]:
         """Receivers both `.step()`-ed and `.zero_grad()`-ed in one function: optimizers."""
-        stepped: set[str] = set()
-        cleared: set[str] = set()
-        for call in calls_in(function):
-            if isinstance(call.func, cst.Attribute):
-                if call.func.attr.value == "step":
-                    stepped.add(receiver_key(call.func.value))
-                elif call.func.attr.value == "zero_grad":
-                    cleared.add(receiver_key(call.func.value))
-        return frozenset(stepped & cleared)
+        facts = self.info.facts.get(id(function))
+        return frozenset(facts.stepped & facts.cleared) if facts is not None else frozenset()
 
 
 def _call_target(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -670,37 +697,25 @@ def classify(test: cst.BaseExpression) -> Test:
     if modular is not None:
         key, residue, when_true = modular
         return Test(True, key, residue, positive == when_true)
-    accumulation = _AccumulationTest()
-    test.visit(accumulation)
-    return Test(accumulation.found, text_of(test), 0, positive)
+    accumulation = any(_accumulation_node(node) for node in nodes_in(test))
+    return Test(accumulation, text_of(test), 0, positive)
 
 
-class _AccumulationTest(cst.CSTVisitor):
-    """rules.md section 4: `%`, a comparison with a name about accumulation, `sync_gradients`."""
-
-    def __init__(self) -> None:
-        self.found = False
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, cst.Modulo) and not isinstance(node.left, (cst.SimpleString, cst.FormattedString)):
-            self.found = True
-
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if node.attr.value == "sync_gradients":
-            self.found = True
-
-    def visit_Comparison(self, node: cst.Comparison) -> None:
-        """A counter against an accumulation size (`micro >= grad_accum`), not a flag against a
-        constant (`microbatch_size == 1`)."""
+def _accumulation_node(node: cst.CSTNode) -> bool:
+    """rules.md section 4: `%`, `sync_gradients`, a counter compared with an accumulation size
+    (`micro >= grad_accum`), not a flag against a constant (`microbatch_size == 1`)."""
+    if isinstance(node, cst.BinaryOperation):
+        return isinstance(node.operator, cst.Modulo) and not isinstance(node.left, (cst.SimpleString, cst.FormattedString))
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == "sync_gradients"
+    if isinstance(node, cst.Comparison):
         left = node.left
         for target in node.comparisons:
             right = target.comparator
-            if _literal(left) or _literal(right):
-                left = right
-                continue
-            if _about_accumulation(left) or _about_accumulation(right):
-                self.found = True
+            if not (_literal(left) or _literal(right)) and (_about_accumulation(left) or _about_accumulation(right)):
+                return True
             left = right
+    return False
 
 
 def _literal(node: cst.BaseExpression) -> bool:
@@ -769,12 +784,15 @@ def extract(module: cst.Module, settings: Settings) -> Analysis:
     """Find the training loops and step functions of a module, as IR units."""
     info = ModuleInfo(table=OptimizerTable(settings))
     _Collector(info).statements(module.body)
+    _mark_relevant(info)
     if any(name.split(".")[0] in OTHER_FRAMEWORKS for name in info.aliases.values()):
         return Analysis(module, [], [])
     builder = _Builder(info)
     bodies = [builder.block(module.body, builder.aliases(module.body, Context()))]
     step_candidates: list[tuple[Seq, int]] = []
     for function, cls in _functions(module.body, None):
+        if id(function) not in info.relevant:
+            continue
         ctx = Context(cls=cls, stepped_and_cleared=builder.scope_receivers(function))
         body = builder.block(block_of(function.body), builder.aliases(block_of(function.body), ctx))
         bodies.append(body)
@@ -788,6 +806,21 @@ def extract(module: cst.Module, settings: Settings) -> Analysis:
         if targets:
             units.append((Unit(body, site, is_function=True), targets))
     return Analysis(module, units, builder.sites)
+
+
+def _mark_relevant(info: ModuleInfo) -> None:
+    """Functions that can perform an event, directly or through a function they call (by name)."""
+    names: dict[str, list[int]] = {}
+    for function in info.every_function:
+        names.setdefault(function.name.value, []).append(id(function))
+    relevant = {key for key, facts in info.facts.items() if facts.events}
+    changed = True
+    while changed:
+        relevant_names = {name for name, keys in names.items() if any(k in relevant for k in keys)}
+        grown = {key for key, facts in info.facts.items() if facts.callees & relevant_names}
+        changed = not grown <= relevant
+        relevant |= grown
+    info.relevant = relevant
 
 
 def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo]) -> Iterable[tuple[cst.FunctionDef, Optional[ClassInfo]]]:
