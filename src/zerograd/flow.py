@@ -96,6 +96,11 @@ class Summary:
     jumps: bool = False
     maybe_clear: bool = False
 
+    @property
+    def empty(self) -> bool:
+        """Nothing in it changes the dataflow: it can be left out of the graph."""
+        return not (self.steps or self.clears or self.backward or self.jumps or self.maybe_clear)
+
     def add(self, other: "Summary") -> None:
         self.steps |= other.steps
         for target, site in other.clears.items():
@@ -164,7 +169,7 @@ class Graph:
         self.events: list[Optional[Event]] = []
         self.succ: list[list[tuple[int, Effect]]] = []
         self.cache: dict[int, Summary] = {}
-        self.keys = _tested_twice(unit.body)
+        self.keys = _tested_twice(unit.body, self.cache)
         self.head = self.node()
         self.end = self.node()
         back = BackEffect(unit.targets, analysed=True, micro=False)
@@ -209,6 +214,8 @@ class Graph:
             if wire is not None:
                 wire(at)
             return None
+        if isinstance(node, (Branch, Loop, Try)) and summarize(node, self.cache).empty:
+            return at  # no event and no jump inside: it cannot change any state
         if isinstance(node, Branch):
             return self._branch(node, at, exits)
         if isinstance(node, Loop):
@@ -316,16 +323,17 @@ class Graph:
         return join if reached else None
 
 
-def _tested_twice(body: Seq) -> frozenset[str]:
-    """Condition keys tested by two or more branches: only their outcomes are remembered, so the
-    path states do not multiply for conditions that correlate with nothing."""
+def _tested_twice(body: Seq, cache: dict[int, Summary]) -> frozenset[str]:
+    """Condition keys tested by two or more branches that hold events: only their outcomes are
+    remembered, so the path states do not multiply for conditions that correlate with nothing."""
     seen: set[str] = set()
     twice: set[str] = set()
     stack: list[Node] = [body]
     while stack:
         node = stack.pop()
         if isinstance(node, Branch) and node.test is not None and node.test.key is not None:
-            (twice if node.test.key in seen else seen).add(node.test.key)
+            if not summarize(node, cache).empty:
+                (twice if node.test.key in seen else seen).add(node.test.key)
         stack.extend(_children(node))
     return frozenset(twice)
 
