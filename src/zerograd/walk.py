@@ -89,13 +89,13 @@ FIELDS: dict[type, _Fields] = {
     cst.CompFor: lambda n: (n.iter, n.target, *(i.test for i in n.ifs), n.inner_for_in),  # type: ignore[attr-defined]
     cst.Del: lambda n: (n.target,),  # type: ignore[attr-defined]
 }
-LEAVES = (cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
+LEAVES = frozenset({cst.Name, cst.Integer, cst.Float, cst.Imaginary, cst.SimpleString, cst.ConcatenatedString,
           cst.Ellipsis, cst.Lambda, cst.Pass, cst.Break, cst.Continue, cst.Import, cst.ImportFrom,
-          cst.Global, cst.Nonlocal)
+          cst.Global, cst.Nonlocal})  # exact types: `type(x) in LEAVES` is far cheaper than isinstance
 
 
 def children(node: cst.CSTNode) -> Iterable[Optional[cst.CSTNode]]:
-    if isinstance(node, LEAVES):
+    if type(node) in LEAVES:
         return ()
     fields = FIELDS.get(type(node))
     return fields(node) if fields is not None else node.children
@@ -109,14 +109,15 @@ def calls_in(node: cst.CSTNode) -> list[cst.Call]:
 
 
 def _collect(node: Optional[cst.CSTNode], found: list[cst.Call], depth: int) -> None:
-    if node is None or isinstance(node, LEAVES):
+    if node is None or type(node) in LEAVES:
         return
     if depth > 200:
         raise RecursionError("expression nested too deeply")
-    for child in children(node):
+    fields = FIELDS.get(type(node))
+    for child in fields(node) if fields is not None else node.children:
         _collect(child, found, depth + 1)
-    if isinstance(node, cst.Call):
-        found.append(node)
+    if type(node) is cst.Call:
+        found.append(node)  # type: ignore[arg-type]
 
 
 def nodes_in(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
