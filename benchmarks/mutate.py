@@ -136,7 +136,7 @@ def mutants(path: Path, source: str) -> Iterator[Mutant]:
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
     lines = source.splitlines(keepends=True)
     for unit, targets in analysis.units:
-        loop = analysis.sites[unit.site]
+        loop = analysis.node(unit.site)
         if unit.is_function or not isinstance(loop, (cst.For, cst.While)) or analyse(unit, targets):
             continue
         span = positions[loop]

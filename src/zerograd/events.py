@@ -313,19 +313,28 @@ class Context:
 
 @dataclass
 class Analysis:
-    """What the module holds for the dataflow: units with their optimizers, and site positions."""
+    """What the module holds for the dataflow: units with their optimizers, and site positions.
 
-    module: cst.Module
+    The module may come in pieces (chunks of top-level statements parsed one by one, each with
+    the number of lines before it): a site is located in its own piece, then shifted.
+    """
+
+    chunks: list[tuple[cst.Module, int]]
     units: list[tuple[Unit, list[str]]]
-    sites: list[cst.CSTNode]
-    _positions: Optional[dict[cst.CSTNode, object]] = None
+    sites: list[tuple[cst.CSTNode, int]]  # node, index of its chunk
+    _positions: dict[int, dict[cst.CSTNode, object]] = field(default_factory=dict)
 
     def locate(self, site: int) -> Span:
-        if self._positions is None:
-            wrapper = MetadataWrapper(self.module, unsafe_skip_copy=True)
-            self._positions = dict(wrapper.resolve(PositionProvider))
-        where = self._positions[self.sites[site]]
-        return Span(where.start.line, where.start.column, where.end.line, where.end.column)  # type: ignore[attr-defined]
+        node, chunk = self.sites[site]
+        if chunk not in self._positions:
+            wrapper = MetadataWrapper(self.chunks[chunk][0], unsafe_skip_copy=True)
+            self._positions[chunk] = dict(wrapper.resolve(PositionProvider))
+        where = self._positions[chunk][node]
+        shift = self.chunks[chunk][1]
+        return Span(where.start.line + shift, where.start.column, where.end.line + shift, where.end.column)  # type: ignore[attr-defined]
+
+    def node(self, site: int) -> cst.CSTNode:
+        return self.sites[site][0]
 
 
 class _Builder:
@@ -333,15 +342,16 @@ class _Builder:
 
     def __init__(self, info: ModuleInfo) -> None:
         self.info = info
-        self.sites: list[cst.CSTNode] = []
+        self.sites: list[tuple[cst.CSTNode, int]] = []
         self.site_ids: dict[int, int] = {}
+        self.chunk = 0  # the chunk whose statements are being built
         self.inlines = 0
 
     def site(self, node: cst.CSTNode) -> int:
         known = self.site_ids.get(id(node))
         if known is None:
             known = self.site_ids[id(node)] = len(self.sites)
-            self.sites.append(node)
+            self.sites.append((node, self.chunk))
         return known
 
     # --- statements -------------------------------------------------------------------------
@@ -780,32 +790,39 @@ def _phase(modulo: cst.BinaryOperation, equals: int) -> Optional[tuple[str, int]
 # --- units --------------------------------------------------------------------------------
 
 
-def extract(module: cst.Module, settings: Settings) -> Analysis:
-    """Find the training loops and step functions of a module, as IR units."""
+def extract(module: Union[cst.Module, list[tuple[cst.Module, int]]], settings: Settings) -> Analysis:
+    """Find the training loops and step functions of a module (whole, or in chunks with the
+    number of lines before each), as IR units."""
+    chunks = module if isinstance(module, list) else [(module, 0)]
     info = ModuleInfo(table=OptimizerTable(settings))
-    _Collector(info).statements(module.body)
+    collector = _Collector(info)
+    for chunk, _ in chunks:
+        collector.statements(chunk.body)
     _mark_relevant(info)
     if any(name.split(".")[0] in OTHER_FRAMEWORKS for name in info.aliases.values()):
-        return Analysis(module, [], [])
+        return Analysis(chunks, [], [])
     builder = _Builder(info)
-    bodies = [builder.block(module.body, builder.aliases(module.body, Context()))]
+    bodies = []
     step_candidates: list[tuple[Seq, int]] = []
-    for function, cls in _functions(module.body, None):
-        if id(function) not in info.relevant:
-            continue
-        ctx = Context(cls=cls, stepped_and_cleared=builder.scope_receivers(function))
-        body = builder.block(block_of(function.body), builder.aliases(block_of(function.body), ctx))
-        bodies.append(body)
-        called = info.called_attributes if cls is not None else info.called_names
-        if function.name.value not in called:
-            step_candidates.append((body, builder.site(function)))
+    for index, (chunk, _) in enumerate(chunks):
+        builder.chunk = index
+        bodies.append(builder.block(chunk.body, builder.aliases(chunk.body, Context())))
+        for function, cls in _functions(chunk.body, None):
+            if id(function) not in info.relevant:
+                continue
+            ctx = Context(cls=cls, stepped_and_cleared=builder.scope_receivers(function))
+            body = builder.block(block_of(function.body), builder.aliases(block_of(function.body), ctx))
+            bodies.append(body)
+            called = info.called_attributes if cls is not None else info.called_names
+            if function.name.value not in called:
+                step_candidates.append((body, builder.site(function)))
     cache: dict = {}  # type: ignore[type-arg]  # keyed by id(): every body stays alive until the end
     units = _loop_units(bodies, cache)
     for body, site in step_candidates:
         targets = _innermost_targets(body, cache)
         if targets:
             units.append((Unit(body, site, is_function=True), targets))
-    return Analysis(module, units, builder.sites)
+    return Analysis(chunks, units, builder.sites)
 
 
 def _mark_relevant(info: ModuleInfo) -> None:
