@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import gc
 import re
+import warnings
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -73,7 +74,9 @@ def _inspect(source: str, settings: Settings) -> Report:
     from .events import extract
 
     try:
-        tree = ast.parse(source)  # CPython's parser: fast, and it rejects pathological input early
+        with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)  # CPython's parser: fast, and rejects pathological input early
         chunks = [(libcst.parse_module(text), offset) for text, offset in chunk_source(source, tree)]
     except libcst.ParserSyntaxError as error:
         return Report([_syntax_error(source, error.message, error.raw_line, error.raw_column)])
@@ -126,7 +129,9 @@ def _findings(analysis: "Analysis") -> list[Finding]:
 def _syntax_error(source: str, reason: str, line: int, col: int) -> Finding:
     """ZG900 where CPython's own parser places the error (LibCST's position is often off)."""
     try:
-        compile(source, "<source>", "exec", ast.PyCF_ONLY_AST)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compile(source, "<source>", "exec", ast.PyCF_ONLY_AST)
     except SyntaxError as error:
         reason, line, col = error.msg, error.lineno or 1, (error.offset or 1) - 1
     except (ValueError, RecursionError, MemoryError) as error:
