@@ -71,13 +71,13 @@ def inspect_source(source: str, settings: Settings = Settings()) -> Report:
 def _inspect(source: str, settings: Settings) -> Report:
     import libcst
 
-    from .events import extract
+    from .events import Chunk, extract
 
     try:
         with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
             warnings.simplefilter("ignore")
             tree = ast.parse(source)  # CPython's parser: fast, and rejects pathological input early
-        chunks = [(libcst.parse_module(text), offset) for text, offset in chunk_source(source, tree)]
+        chunks = [Chunk(libcst.parse_module(text), offset, starts) for text, offset, starts in chunk_source(source, tree)]
     except libcst.ParserSyntaxError as error:
         return Report([_syntax_error(source, error.message, error.raw_line, error.raw_column)])
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
@@ -91,20 +91,26 @@ def _inspect(source: str, settings: Settings) -> Report:
     return Report(findings, len(analysis.units) - functions, functions)
 
 
-def chunk_source(source: str, tree: ast.Module) -> list[tuple[str, int]]:
-    """Cut a module between top-level statements into pieces of about CHUNK_LINES lines, with
-    the number of lines before each. LibCST's parser slows down on long inputs (a 100k-line file
-    costs far more than 100 files of 1k lines), so pieces keep the time per line flat."""
+def chunk_source(source: str, tree: ast.Module) -> list[tuple[str, int, tuple[int, ...]]]:
+    """Cut a module between top-level statements into pieces of about CHUNK_LINES lines: each
+    with the number of lines before it and the first line of each of its top-level statements.
+    LibCST's parser slows down on long inputs (a 100k-line file costs far more than 100 files of
+    1k lines), so pieces keep the time per line flat."""
     lines = source.splitlines(keepends=True)
-    if len(lines) <= CHUNK_LINES:
-        return [(source, 0)]
+    starts = sorted({_first_line(statement) for statement in tree.body})
     cuts = [0]
-    for statement in tree.body:
-        first = min([statement.lineno] + [d.lineno for d in getattr(statement, "decorator_list", [])]) - 1
-        if first - cuts[-1] >= CHUNK_LINES:
-            cuts.append(first)
+    for first in starts:
+        if first - 1 - cuts[-1] >= CHUNK_LINES:
+            cuts.append(first - 1)
     cuts.append(len(lines))
-    return [("".join(lines[a:b]), a) for a, b in zip(cuts, cuts[1:]) if b > a]
+    return [
+        ("".join(lines[a:b]), a, tuple(line for line in starts if a < line <= b))
+        for a, b in zip(cuts, cuts[1:]) if b > a
+    ]
+
+
+def _first_line(statement: ast.stmt) -> int:
+    return min([statement.lineno] + [d.lineno for d in getattr(statement, "decorator_list", [])])
 
 
 def _findings(analysis: "Analysis") -> list[Finding]:

@@ -315,26 +315,46 @@ class Context:
 class Analysis:
     """What the module holds for the dataflow: units with their optimizers, and site positions.
 
-    The module may come in pieces (chunks of top-level statements parsed one by one, each with
-    the number of lines before it): a site is located in its own piece, then shifted.
+    The module may come in chunks of top-level statements parsed one by one, each with the
+    number of lines before it and, when known, the first line of each of its top-level
+    statements: a site is then located within its own top-level statement only, which keeps
+    LibCST's recursive position pass away from deeply nested code elsewhere in the file.
     """
 
-    chunks: list[tuple[cst.Module, int]]
+    chunks: list["Chunk"]
     units: list[tuple[Unit, list[str]]]
-    sites: list[tuple[cst.CSTNode, int]]  # node, index of its chunk
-    _positions: dict[int, dict[cst.CSTNode, object]] = field(default_factory=dict)
+    sites: list[tuple[cst.CSTNode, int, int]]  # node, chunk index, top-level statement index
+    _positions: dict[tuple[int, int], tuple[dict[cst.CSTNode, object], int]] = field(default_factory=dict)
 
     def locate(self, site: int) -> Span:
-        node, chunk = self.sites[site]
-        if chunk not in self._positions:
-            wrapper = MetadataWrapper(self.chunks[chunk][0], unsafe_skip_copy=True)
-            self._positions[chunk] = dict(wrapper.resolve(PositionProvider))
-        where = self._positions[chunk][node]
-        shift = self.chunks[chunk][1]
+        node, chunk_index, top = self.sites[site]
+        chunk = self.chunks[chunk_index]
+        key = (chunk_index, top if chunk.starts else -1)
+        if key not in self._positions:
+            self._positions[key] = _positions_of(chunk, top)
+        positions, shift = self._positions[key]
+        where = positions[node]
         return Span(where.start.line + shift, where.start.column, where.end.line + shift, where.end.column)  # type: ignore[attr-defined]
 
     def node(self, site: int) -> cst.CSTNode:
         return self.sites[site][0]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    module: cst.Module
+    offset: int = 0  # lines of the file before it
+    starts: tuple[int, ...] = ()  # first line (in the file) of each top-level statement
+
+
+def _positions_of(chunk: Chunk, top: int) -> tuple[dict[cst.CSTNode, object], int]:
+    if not chunk.starts or len(chunk.starts) != len(chunk.module.body):
+        wrapper = MetadataWrapper(chunk.module, unsafe_skip_copy=True)
+        return dict(wrapper.resolve(PositionProvider)), chunk.offset
+    statement = chunk.module.body[top]
+    alone = chunk.module.with_changes(body=[statement], header=[], footer=[])
+    positions = dict(MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider))
+    return positions, chunk.starts[top] - positions[statement].start.line  # type: ignore[attr-defined]
 
 
 class _Builder:
@@ -342,16 +362,17 @@ class _Builder:
 
     def __init__(self, info: ModuleInfo) -> None:
         self.info = info
-        self.sites: list[tuple[cst.CSTNode, int]] = []
+        self.sites: list[tuple[cst.CSTNode, int, int]] = []
         self.site_ids: dict[int, int] = {}
         self.chunk = 0  # the chunk whose statements are being built
+        self.top = 0  # and the top-level statement
         self.inlines = 0
 
     def site(self, node: cst.CSTNode) -> int:
         known = self.site_ids.get(id(node))
         if known is None:
             known = self.site_ids[id(node)] = len(self.sites)
-            self.sites.append((node, self.chunk))
+            self.sites.append((node, self.chunk, self.top))
         return known
 
     # --- statements -------------------------------------------------------------------------
@@ -790,32 +811,34 @@ def _phase(modulo: cst.BinaryOperation, equals: int) -> Optional[tuple[str, int]
 # --- units --------------------------------------------------------------------------------
 
 
-def extract(module: Union[cst.Module, list[tuple[cst.Module, int]]], settings: Settings) -> Analysis:
-    """Find the training loops and step functions of a module (whole, or in chunks with the
-    number of lines before each), as IR units."""
-    chunks = module if isinstance(module, list) else [(module, 0)]
+def extract(module: Union[cst.Module, list[Chunk]], settings: Settings) -> Analysis:
+    """Find the training loops and step functions of a module (whole, or in chunks), as IR units."""
+    chunks = module if isinstance(module, list) else [Chunk(module)]
     info = ModuleInfo(table=OptimizerTable(settings))
     collector = _Collector(info)
-    for chunk, _ in chunks:
-        collector.statements(chunk.body)
+    for chunk in chunks:
+        collector.statements(chunk.module.body)
     _mark_relevant(info)
     if any(name.split(".")[0] in OTHER_FRAMEWORKS for name in info.aliases.values()):
         return Analysis(chunks, [], [])
     builder = _Builder(info)
     bodies = []
     step_candidates: list[tuple[Seq, int]] = []
-    for index, (chunk, _) in enumerate(chunks):
+    for index, chunk in enumerate(chunks):
         builder.chunk = index
-        bodies.append(builder.block(chunk.body, builder.aliases(chunk.body, Context())))
-        for function, cls in _functions(chunk.body, None):
-            if id(function) not in info.relevant:
-                continue
-            ctx = Context(cls=cls, stepped_and_cleared=builder.scope_receivers(function))
-            body = builder.block(block_of(function.body), builder.aliases(block_of(function.body), ctx))
-            bodies.append(body)
-            called = info.called_attributes if cls is not None else info.called_names
-            if function.name.value not in called:
-                step_candidates.append((body, builder.site(function)))
+        module_ctx = builder.aliases(chunk.module.body, Context())
+        for top, statement in enumerate(chunk.module.body):
+            builder.top = top
+            bodies.append(builder.block([statement], module_ctx))
+            for function, cls in _functions([statement], None):
+                if id(function) not in info.relevant:
+                    continue
+                ctx = Context(cls=cls, stepped_and_cleared=builder.scope_receivers(function))
+                body = builder.block(block_of(function.body), builder.aliases(block_of(function.body), ctx))
+                bodies.append(body)
+                called = info.called_attributes if cls is not None else info.called_names
+                if function.name.value not in called:
+                    step_candidates.append((body, builder.site(function)))
     cache: dict = {}  # type: ignore[type-arg]  # keyed by id(): every body stays alive until the end
     units = _loop_units(bodies, cache)
     for body, site in step_candidates:

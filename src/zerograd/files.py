@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 import tokenize
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -74,12 +75,21 @@ def _check_notebook(path: str, data: bytes, settings: Settings) -> FileResult:
     return FileResult(path, [notebook.locate(f) for f in check_source(notebook.source, settings)])
 
 
-def check_file(path: str, settings: Settings) -> FileResult:
+def read_file(path: str) -> tuple[Optional[bytes], Optional[str]]:
+    """The bytes of a regular file, or why not (a FIFO would block a read forever)."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None, f"{path}: not a regular file"
         with open(path, "rb") as handle:
-            data = handle.read()
+            return handle.read(), None
     except OSError as error:
-        return FileResult(path, error=f"cannot read {path}: {error.strerror or error}")
+        return None, f"cannot read {path}: {error.strerror or error}"
+
+
+def check_file(path: str, settings: Settings) -> FileResult:
+    data, error = read_file(path)
+    if data is None:
+        return FileResult(path, error=error)
     return check_bytes(path, data, settings)
 
 
@@ -109,7 +119,7 @@ def _walk(root: str, config: Config) -> Iterator[str]:
         )
         for name in sorted(files):
             path = os.path.join(folder, name)
-            if name.endswith(SUFFIXES) and not config.is_excluded(path):
+            if name.endswith(SUFFIXES) and os.path.isfile(path) and not config.is_excluded(path):
                 yield path
 
 

@@ -111,7 +111,7 @@ def calls_in(node: cst.CSTNode) -> list[cst.Call]:
 def _collect(node: Optional[cst.CSTNode], found: list[cst.Call], depth: int) -> None:
     if node is None or type(node) in LEAVES:
         return
-    if depth > 200:
+    if depth > 600:
         raise RecursionError("expression nested too deeply")
     fields = FIELDS.get(type(node))
     for child in fields(node) if fields is not None else node.children:

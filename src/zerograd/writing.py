@@ -49,11 +49,11 @@ def fix_file(path: str, settings: Settings, write: bool) -> FixResult:
 
 
 def _fix_file(path: str, settings: Settings, write: bool) -> FixResult:
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as error:
-        return FixResult(path, error=f"cannot read {path}: {error.strerror or error}")
+    from .files import read_file
+
+    data, error = read_file(path)
+    if data is None:
+        return FixResult(path, error=error)
     if path.endswith(".ipynb"):
         from .notebook import fix_notebook
 

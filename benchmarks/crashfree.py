@@ -1,0 +1,70 @@
+"""Crash-free run over a large real corpus: every .py file of the real-code packages plus torch.
+
+    python benchmarks/crashfree.py            # realcode.lock.json + bench.lock.json (torch)
+
+Each file goes through the same path as the CLI (`files.check_file`: read, decode, parse, check,
+fix descriptions). Reported: files checked, parse failures (ZG900), internal errors (ZG901 or an
+exception escaping; must be 0), the slowest files, peak memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+
+from corpus import CACHE, extract, fetch, load_lock, python_files  # noqa: E402
+
+from zerograd.files import check_file  # noqa: E402
+from zerograd.model import Settings  # noqa: E402
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--without-torch", action="store_true")
+    parser.add_argument("--slowest", type=int, default=5)
+    args = parser.parse_args()
+    pins = {**load_lock("realcode.lock.json"), **load_lock("bench.lock.json")}
+    if args.without_torch:
+        pins.pop("torch")
+    counts: Counter[str] = Counter()
+    timings: list[tuple[float, str]] = []
+    errors: list[str] = []
+    started = time.perf_counter()
+    for name, pin in pins.items():
+        for path in python_files(extract(fetch(name, pin))):
+            counts["files"] += 1
+            counts["lines"] += path.read_bytes().count(b"\n")
+            begin = time.perf_counter()
+            try:
+                result = check_file(str(path), Settings())
+            except BaseException as error:  # noqa: BLE001 - that is what this script looks for
+                errors.append(f"{path}: {type(error).__name__}: {error}")
+                continue
+            timings.append((time.perf_counter() - begin, str(path.relative_to(CACHE / "src"))))
+            for finding in result.findings:
+                counts[finding.code] += 1
+                if finding.code == "ZG901":
+                    errors.append(f"{path}: {finding.message}")
+            if result.error:
+                errors.append(result.error)
+    total = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"packages {len(pins)}, files {counts['files']:,}, lines {counts['lines']:,}, {total:.0f} s")
+    print(f"parse failures (ZG900): {counts['ZG900']}; internal errors: {len(errors)}; peak memory {peak:.0f} MiB")
+    print("findings: " + ", ".join(f"{code} {counts[code]}" for code in sorted(c for c in counts if c.startswith("ZG"))))
+    print("slowest files:")
+    for seconds, name in sorted(timings, reverse=True)[: args.slowest]:
+        print(f"  {seconds:7.2f} s  {name}")
+    for error in errors:
+        print(f"INTERNAL ERROR {error}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
