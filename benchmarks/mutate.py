@@ -77,6 +77,7 @@ def main() -> int:
     claimed: Counter[str] = Counter()
     repaired: Counter[str] = Counter()
     missed: list[str] = []
+    report_only: list[str] = []
     loops = 0
     for package in args.packages or list(lock):
         root = unpack(fetch(package, lock[package]))
@@ -95,6 +96,9 @@ def main() -> int:
                     if _claims_fix(mutant, found):
                         claimed[mutant.kind] += 1
                         repaired[mutant.kind] += _repaired(mutant)
+                    else:
+                        report_only.append(f"{mutant.kind}: {path.relative_to(CACHE / 'src')}:{mutant.first} "
+                                           f"({mutant.what})")
                 else:
                     got = ",".join(sorted({f.code for f in found})) or "nothing"
                     missed.append(f"{mutant.kind}: {path.relative_to(CACHE / 'src')}:{mutant.first} "
@@ -110,6 +114,9 @@ def main() -> int:
     if args.missed and missed:
         print("\nmissed:")
         print("\n".join(missed))
+    if args.missed and report_only:
+        print("\ndetected, but no fix offered (report-only):")
+        print("\n".join(report_only))
     return 0
 
 
