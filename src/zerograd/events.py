@@ -25,6 +25,7 @@ MAX_INLINES = 3000  # per module: inlining is what could make the IR blow up, so
 # Conditions that hold wherever training code runs them (optimizer.step() enables grad for
 # the closure it calls).
 ALWAYS_TRUE = frozenset({"torch.is_grad_enabled"})
+DIST_AUTOGRAD = "torch.distributed.autograd"
 # Frameworks whose backward() overwrites gradients instead of adding to them: nothing to clear.
 OTHER_FRAMEWORKS = frozenset({"mxnet"})
 # Name segments that speak of gradient accumulation when a counter is compared with them.
@@ -417,11 +418,25 @@ class _Builder:
         if isinstance(node, cst.Continue):
             return [Jump("continue")]
         items = self.expression_events(node, ctx)
+        items.extend(self._builds(node, ctx))
         if isinstance(node, cst.Return):
             items.append(Jump("return"))
         elif isinstance(node, cst.Raise):
             items.append(Jump("raise"))
         return items
+
+    def _builds(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        """`opt = SGD([x_in])` inside a loop: a fresh optimizer (of fresh tensors, usually) each
+        iteration, so nothing an earlier step applied lingers for it."""
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1 or not isinstance(node.value, cst.Call):
+            return []
+        qualified = self.info.qualify(node.value.func) or ""
+        if not (is_optimizer_callee(qualified) and qualified.rsplit(".", 1)[-1][:1].isupper()):
+            return []  # a constructor, not a getter such as Lightning's self.optimizers()
+        target = node.targets[0].target
+        if not isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)):
+            return []
+        return [self.event(Kind.BUILD, node, replace(ctx, gate=None), self.key(target, ctx), self.label(target, ctx))]
 
     def _if(self, node: cst.If, ctx: Context) -> list[Node]:
         body = self.block(block_of(node.body), ctx)
@@ -547,6 +562,8 @@ class _Builder:
     def _method_call(self, call: cst.Call, func: cst.Attribute, ctx: Context) -> list[Node]:
         name = func.attr.value
         if name in ("backward", "manual_backward"):
+            if (self.info.qualify(func.value) or "").startswith(DIST_AUTOGRAD):
+                return []  # gradients go to the distributed autograd context, not to .grad
             return [self.event(Kind.BACKWARD, call, ctx)]
         if name == "zero_grad":
             return self._clear(call, self.key(func.value, ctx), ctx)

@@ -393,6 +393,8 @@ def _transfer(event: Event, s: State, target: str) -> State:
             wiped = event.site if s.guard == ACCUM_GUARD else None
         return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=discard, skip=None,
                           foreign=False, wiped=wiped)
+    if event.kind is Kind.BUILD and event.target == target:
+        return s._replace(stale=False, skip=None)
     if event.kind is Kind.MAYBE_CLEAR:
         return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None, foreign=False)
     return s

@@ -17,6 +17,7 @@ class Kind(enum.Enum):
     STEP = "step"
     CLEAR = "clear"
     MAYBE_CLEAR = "maybe_clear"  # module.zero_grad() with no known optimizer link
+    BUILD = "build"  # the optimizer is built anew: nothing it stepped on lingers
 
 
 @dataclass(frozen=True)
