@@ -13,6 +13,7 @@ import argparse
 import resource
 import sys
 import time
+import warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
@@ -21,6 +22,8 @@ import hypothesmith  # noqa: E402
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 
 from zerograd._fuzz import check_program, training_programs  # noqa: E402
+
+warnings.filterwarnings("ignore", category=SyntaxWarning)  # hypothesmith compiles odd programs
 
 GENERATORS = {
     "training-loop fragments": (training_programs(), ""),
