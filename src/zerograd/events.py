@@ -33,7 +33,6 @@ _ACCUMULATION_SEGMENT = re.compile(r"accum\w*|micro|microsteps?|microbatch(?:es)
 _EMPTY_MODULE = cst.Module(body=[])
 _ROOT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 
-Function = Union[cst.FunctionDef]
 
 
 def text_of(node: cst.CSTNode) -> str:
