@@ -279,22 +279,13 @@ def _clears(receiver: str, target: str, analysis) -> bool:  # type: ignore[no-un
 
 
 def _count_clears(node, target: str) -> int:  # type: ignore[no-untyped-def]
-    from zerograd.model import Branch, Event, Inline, Loop, Seq, Try
+    from zerograd.model import Event, Inline, children
 
     if isinstance(node, Event):
         return int(node.kind in (Kind.CLEAR, Kind.MAYBE_CLEAR) and node.target in (target, None))
-    children = []
-    if isinstance(node, Seq):
-        children = list(node.items)
-    elif isinstance(node, Branch):
-        children = list(node.arms)
-    elif isinstance(node, Loop):
-        children = [node.body, node.orelse]
-    elif isinstance(node, Try):
-        children = [node.body, *node.handlers, node.orelse, node.final]
-    elif isinstance(node, Inline):
+    if isinstance(node, Inline):
         return 99  # events of a helper: not a statement we can move
-    return sum(_count_clears(child, target) for child in children)
+    return sum(_count_clears(child, target) for child in children(node))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .flow import summarize
-from .model import Branch, Event, Inline, Jump, Kind, Loop, Node, Seq, Settings, Span, Test, Try, Unit
+from .model import Branch, Event, Inline, Jump, Kind, Loop, Node, Seq, Settings, Span, Test, Try, Unit, children
 from .walk import calls_in, nodes_in
 from .optimizers import OptimizerTable, is_engine_callee, is_optimizer_callee, is_scaler_callee
 
@@ -141,6 +141,7 @@ class ModuleInfo:
     table: OptimizerTable = field(default_factory=OptimizerTable)
     facts: dict[int, "FunctionFacts"] = field(default_factory=dict)  # id(FunctionDef) -> facts
     every_function: list[cst.FunctionDef] = field(default_factory=list)
+    class_of: dict[int, ClassInfo] = field(default_factory=dict)  # id(ClassDef) -> its info
     relevant: set[int] = field(default_factory=set)  # functions that can perform an event
     _calls: dict[int, list[cst.Call]] = field(default_factory=dict)
 
@@ -192,6 +193,7 @@ class _Collector:
             bases = [b for b in (dotted(arg.value) for arg in node.bases) if b]
             info = ClassInfo({}, bases)
             self.info.classes[node.name.value] = info
+            self.info.class_of[id(node)] = info
             self.statements(block_of(node.body), info, top=False)
         else:
             for suite in _suites(node):
@@ -846,7 +848,7 @@ def extract(module: Union[cst.Module, list[Chunk]], settings: Settings) -> Analy
         for top, statement in enumerate(chunk.module.body):
             builder.top = top
             bodies.append(builder.block([statement], module_ctx))
-            for function, cls in _functions([statement], None):
+            for function, cls in _functions([statement], None, info):
                 if id(function) not in info.relevant:
                     continue
                 ctx = Context(cls=cls, stepped_and_cleared=builder.scope_receivers(function))
@@ -879,23 +881,17 @@ def _mark_relevant(info: ModuleInfo) -> None:
     info.relevant = relevant
 
 
-def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo]) -> Iterable[tuple[cst.FunctionDef, Optional[ClassInfo]]]:
+def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo], info: ModuleInfo) -> Iterable[tuple[cst.FunctionDef, Optional[ClassInfo]]]:
     """Every function and method, nested ones included, with its enclosing class."""
     for statement in body:
         if isinstance(statement, cst.FunctionDef):
             yield statement, cls
-            yield from _functions(block_of(statement.body), None)
+            yield from _functions(block_of(statement.body), None, info)
         elif isinstance(statement, cst.ClassDef):
-            yield from _functions(block_of(statement.body), _class_of(statement))
+            yield from _functions(block_of(statement.body), info.class_of[id(statement)], info)
         else:
             for suite in _suites(statement):
-                yield from _functions(block_of(suite), cls)
-
-
-def _class_of(node: cst.ClassDef) -> ClassInfo:
-    methods = {s.name.value: s for s in block_of(node.body) if isinstance(s, cst.FunctionDef)}
-    bases = [b for b in (dotted(arg.value) for arg in node.bases) if b]
-    return ClassInfo(methods, bases)
+                yield from _functions(block_of(suite), cls, info)
 
 
 def _loop_units(bodies: list[Seq], cache: dict) -> list[tuple[Unit, list[str]]]:  # type: ignore[type-arg]
@@ -939,16 +935,7 @@ def _nested_loops(node: Node) -> list[Loop]:
         current = stack.pop()
         if isinstance(current, Loop):
             found.append(current)
-        if isinstance(current, Seq):
-            stack.extend(current.items)
-        elif isinstance(current, Branch):
-            stack.extend(current.arms)
-        elif isinstance(current, Loop):
-            stack.extend((current.body, current.orelse))
-        elif isinstance(current, Try):
-            stack.extend((current.body, *current.handlers, current.orelse, current.final))
-        elif isinstance(current, Inline):
-            stack.append(current.body)
+        stack.extend(children(current))
     return found
 
 

@@ -15,10 +15,8 @@ from .config import Config
 from .engine import lint_source
 from .model import Finding, Settings, Span
 from .notebook import NotebookError, read_notebook
-from .rules import message
+from .rules import FIXABLE, message
 from .suppress import unsuppressed
-
-FIXABLE = ("ZG001", "ZG002", "ZG003")  # fix.py (and libcst) is imported only when one is found
 
 PARALLEL_THRESHOLD = 16  # below this many files a process pool costs more than it saves
 SUFFIXES = (".py", ".ipynb")

@@ -22,8 +22,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from .engine import lint_source
 from .events import calls_in, classify, receiver_key
 from .model import Finding, Settings
-
-FIXABLE = ("ZG001", "ZG002", "ZG003")
+from .rules import FIXABLE
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Optional
 
-from .model import Branch, Event, Inline, Jump, Kind, Loop, Node, Seq, Test, Try, Unit
+from .model import Branch, Event, Inline, Jump, Kind, Loop, Node, Seq, Test, Try, Unit, children
 
 NO_GUARD, OTHER_GUARD, ACCUM_GUARD = 0, 1, 2
 MAX_RESIDUE = 2  # modular facts further from the current phase than this are forgotten
@@ -127,24 +127,10 @@ def summarize(node: Node, cache: dict[int, Summary]) -> Summary:
     elif isinstance(node, Jump):
         result.jumps = True
     else:
-        for child in _children(node):
+        for child in children(node):
             result.add(summarize(child, cache))
     cache[id(node)] = result
     return result
-
-
-def _children(node: Node) -> tuple[Node, ...]:
-    if isinstance(node, Seq):
-        return node.items
-    if isinstance(node, Branch):
-        return node.arms
-    if isinstance(node, Loop):
-        return (node.body, node.orelse)
-    if isinstance(node, Try):
-        return (node.body, *node.handlers, node.orelse, node.final)
-    if isinstance(node, Inline):
-        return (node.body,)
-    return ()
 
 
 Wire = Callable[[int], None]
@@ -334,7 +320,7 @@ def _tested_twice(body: Seq, cache: dict[int, Summary]) -> frozenset[str]:
         if isinstance(node, Branch) and node.test is not None and node.test.key is not None:
             if not summarize(node, cache).empty:
                 (twice if node.test.key in seen else seen).add(node.test.key)
-        stack.extend(_children(node))
+        stack.extend(children(node))
     return frozenset(twice)
 
 

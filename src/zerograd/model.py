@@ -86,6 +86,21 @@ class Inline:
 Node = Union[Event, Seq, Branch, Loop, Jump, Try, Inline]
 
 
+def children(node: Node) -> tuple[Node, ...]:
+    """The IR nodes directly inside `node`."""
+    if isinstance(node, Seq):
+        return node.items
+    if isinstance(node, Branch):
+        return node.arms
+    if isinstance(node, Loop):
+        return (node.body, node.orelse)
+    if isinstance(node, Try):
+        return (node.body, *node.handlers, node.orelse, node.final)
+    if isinstance(node, Inline):
+        return (node.body,)
+    return ()
+
+
 @dataclass(frozen=True)
 class Unit:
     """One thing the dataflow runs on: a training loop body or a step function body."""

@@ -61,6 +61,8 @@ RULES: dict[str, Rule] = {
     )
 }
 
+FIXABLE = ("ZG001", "ZG002", "ZG003")  # codes fix.py can repair (interface.md, Autofix)
+
 _CODE_OF_VERDICT = {
     "never_cleared": "ZG001",
     "cleared_before_step": "ZG002",
