@@ -14,14 +14,17 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .flow import analyse
-from .model import Finding, Settings, Span
+from .flow import TooBig, Verdict
+from .model import Finding, Settings, Span, calls_of
 from .rules import code_for, message
+from .summaries import CapReached
 
 CHUNK_LINES = 2000
 
 if TYPE_CHECKING:
-    from .events import Analysis
+    from .model import Program
+    from .sites import Chunk, Sites
+    from .summaries import Analyzer
 
 # Every BACKWARD form of rules.md is a call whose name ends in `backward` (`.backward(`,
 # `manual_backward(`, `torch.autograd.backward(`, `backward (`): without one, no finding is
@@ -44,8 +47,9 @@ def may_hold_findings(source: str) -> bool:
 @dataclass(frozen=True)
 class Report:
     findings: list[Finding]
-    loops: int = 0  # training loops analysed
-    step_functions: int = 0  # step functions analysed on their own
+    scopes: int = 0  # scopes analysed (module bodies, functions: those that backpropagate and step)
+    step_functions: int = 0  # of which step functions (rules.md section 3)
+    capped: int = 0  # scopes a cap stopped: they report nothing
 
 
 def lint_source(source: str, settings: Settings = Settings()) -> list[Finding]:
@@ -71,7 +75,7 @@ def inspect_source(source: str, settings: Settings = Settings()) -> Report:
 def _inspect(source: str, settings: Settings) -> Report:
     import libcst
 
-    from .events import Chunk, extract
+    from .sites import Chunk
 
     try:
         with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
@@ -83,12 +87,9 @@ def _inspect(source: str, settings: Settings) -> Report:
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
         return Report([_syntax_error(source, str(error) or type(error).__name__, 1, 0)])
     try:
-        analysis = extract(chunks, settings)
-        findings = _findings(analysis)
+        return _analyse(chunks, settings)
     except RecursionError:
-        return Report([])  # nesting too deep to walk safely: report nothing rather than guess
-    functions = sum(unit.is_function for unit, _ in analysis.units)
-    return Report(findings, len(analysis.units) - functions, functions)
+        return Report([], capped=1)  # nesting too deep to walk safely: report nothing rather than guess
 
 
 def chunk_source(source: str, tree: ast.Module) -> list[tuple[str, int, tuple[int, ...]]]:
@@ -113,21 +114,54 @@ def _first_line(statement: ast.stmt) -> int:
     return min([statement.lineno] + [d.lineno for d in getattr(statement, "decorator_list", [])])
 
 
-def _findings(analysis: "Analysis") -> list[Finding]:
-    sites: dict[tuple[str, int], str] = {}
-    for unit, targets in analysis.units:
-        reported: set[tuple[str, str]] = set()
-        for verdict in sorted(analyse(unit, targets), key=lambda v: v.site):
-            code = code_for(verdict, unit.is_function)
-            if (code, verdict.target) in reported:
-                continue  # a loop is reported once per (optimizer, rule)
-            reported.add((code, verdict.target))
-            sites.setdefault((code, verdict.site), verdict.label)
+def _analyse(chunks: "list[Chunk]", settings: Settings) -> Report:
+    from .program import build
+    from .summaries import Analyzer
+
+    program, sites = build(chunks, settings)
+    analyzer = Analyzer(program)
+    found: dict[int, list[Verdict]] = {}
+    scopes = steppers = capped = 0
+    for fid, function in enumerate(program.functions):
+        targets = analyzer.targets(fid)
+        if not targets:
+            continue
+        scopes += 1
+        steppers += function.step_function
+        try:
+            found[fid] = [v for target in targets for v in _analyse_target(analyzer, fid, target)]
+        except (CapReached, TooBig, RecursionError):
+            capped += 1  # no silent budget: the scope reports nothing, and is counted
+            found[fid] = []
+    return Report(_findings(program, analyzer, found, sites), scopes, steppers, capped)
+
+
+def _analyse_target(analyzer: "Analyzer", fid: int, target: str) -> "list[Verdict]":
+    analyzer.work = 0
+    return analyzer.analyse(fid, target)
+
+
+def _findings(program: "Program", analyzer: "Analyzer", found: "dict[int, list[Verdict]]", sites: "Sites") -> list[Finding]:
+    """rules.md section 3, Reporting: a verdict that a callee's own analysis explains is that
+    callee's (reported once, at its own event); the rest are reported in the scope where the order
+    goes wrong, at the call that leads to the event."""
+    callees = {call.site: call.callee for function in program.functions for call in calls_of(function.body)}
+    explained = {fid: {(v.kind, v.chain) for v in verdicts} for fid, verdicts in found.items()}
+    reported: dict[tuple[str, int], str] = {}
+    for fid, verdicts in found.items():
+        function = program.functions[fid]
+        for verdict in verdicts:
+            callee = callees.get(verdict.chain[0]) if len(verdict.chain) > 1 else None
+            if callee is not None and (verdict.kind, verdict.chain[1:]) in explained.get(callee, set()):
+                continue
+            stepper = function.step_function and not analyzer.in_loop(fid, verdict.chain[0])
+            code = code_for(verdict, stepper)
+            reported.setdefault((code, verdict.chain[0]), verdict.label)
     # A clear right before the step also wipes accumulated micro-batches; ZG002 says it better.
     findings = [
-        Finding(code, message(code, label), analysis.locate(site))
-        for (code, site), label in sites.items()
-        if not (code == "ZG003" and ("ZG002", site) in sites)
+        Finding(code, message(code, label), sites.locate(site))
+        for (code, site), label in reported.items()
+        if not (code == "ZG003" and ("ZG002", site) in reported)
     ]
     return sorted(findings, key=lambda f: (f.line, f.col, f.code))
 

@@ -20,7 +20,9 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from .engine import lint_source
-from .events import calls_in, classify, receiver_key
+from .conditions import classify
+from .naming import receiver_key
+from .walk import calls_in
 from .model import Finding, Settings
 from .rules import FIXABLE
 

@@ -1,14 +1,14 @@
 """Small immutable data types shared by the analysis, the rules and the reporters.
 
-The intermediate representation (IR) below is what `events.py` produces from LibCST and what
-`flow.py` consumes: a structured tree of events and control flow with no CST in it, so the
-dataflow and the rules can be tested on hand-built trees.
+The intermediate representation (IR) below is what `scopes.py` produces from LibCST and what
+`flow.py` and `summaries.py` consume: per scope, a structured tree of events, calls and control
+flow with no CST in it, so the dataflow and the rules can be tested on hand-built trees.
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional, Union
 
 
@@ -16,14 +16,15 @@ class Kind(enum.Enum):
     BACKWARD = "backward"
     STEP = "step"
     CLEAR = "clear"
-    MAYBE_CLEAR = "maybe_clear"  # module.zero_grad() with no known optimizer link
+    MAYBE_CLEAR = "maybe_clear"  # a clear of a module (target) with no known optimizer link
     BUILD = "build"  # the optimizer is built anew: nothing it stepped on lingers
+    PARTIAL = "partial"  # one named parameter's .grad is overwritten: no clear of the optimizer
 
 
 @dataclass(frozen=True)
 class Event:
     kind: Kind
-    site: int  # index of the place to report at (the call in the analysed loop)
+    site: int  # index of the event's own node (where it is reported)
     target: Optional[str] = None  # optimizer key for STEP / CLEAR
     label: str = ""  # the optimizer as written in the code, for messages
 
@@ -36,6 +37,7 @@ class Test:
     key: Optional[str] = None  # equal keys are the same condition (correlated outcomes)
     residue: int = 0  # modular keys ("mod:counter%modulus"): true when counter ≡ residue
     positive: bool = True  # False when arm 0 runs where the keyed condition is false
+    invariant: bool = False  # cannot change between iterations of the loop around it (a knob)
 
 
 @dataclass(frozen=True)
@@ -56,11 +58,11 @@ class Loop:
     body: Seq
     site: int
     infinite: bool = False  # `while True:` leaves only through break/return/raise
-    targets: frozenset[str] = frozenset()  # names bound by the loop header
+    targets: frozenset[str] = frozenset()  # names bound by the loop header (restart with it)
     orelse: Seq = Seq()
-    collection: bool = False  # a `for` loop (over a collection), not a `while`
-    origin: int = 0  # identity of the loop statement in the source
-    own: bool = True  # False when the loop came in with an inlined function
+    collection: bool = False  # a `for` loop over a collection that is never empty
+    moves: frozenset[str] = frozenset()  # names assigned in the body or header: facts on them change
+    closure: bool = False  # `step(closure)` evaluating the closure one or more times
 
 
 @dataclass(frozen=True)
@@ -77,13 +79,17 @@ class Try:
 
 
 @dataclass(frozen=True)
-class Inline:
-    """The body of a same-module function inlined at a call: `return` ends only this body."""
+class Call:
+    """A call of a function of this module: its summary is applied here."""
 
-    body: Seq
+    site: int  # the call's own node
+    callee: int  # index of the function in Program.functions (-1: the parameter `param`)
+    bindings: tuple[tuple[str, str], ...] = ()  # callee parameter (or `self`) -> caller key
+    funcs: tuple[tuple[str, int, str], ...] = ()  # callee parameter -> function handed over, its `self`
+    param: Optional[str] = None  # calling a parameter: whatever function the caller passed
 
 
-Node = Union[Event, Seq, Branch, Loop, Jump, Try, Inline]
+Node = Union[Event, Seq, Branch, Loop, Jump, Try, Call]
 
 
 def children(node: Node) -> tuple[Node, ...]:
@@ -96,19 +102,40 @@ def children(node: Node) -> tuple[Node, ...]:
         return (node.body, node.orelse)
     if isinstance(node, Try):
         return (node.body, *node.handlers, node.orelse, node.final)
-    if isinstance(node, Inline):
-        return (node.body,)
     return ()
 
 
-@dataclass(frozen=True)
-class Unit:
-    """One thing the dataflow runs on: a training loop body or a step function body."""
+def calls_of(node: Node) -> list["Call"]:
+    """Every call node in `node`."""
+    found: list[Call] = []
+    stack: list[Node] = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, Call):
+            found.append(current)
+        stack.extend(children(current))
+    return found
 
+
+@dataclass(frozen=True)
+class Function:
+    """One scope: the module body (index 0) or a function, method or closure."""
+
+    name: str
     body: Seq
-    site: int  # the loop statement or the function definition
-    is_function: bool
-    targets: frozenset[str] = frozenset()  # loop header names (counters)
+    site: int  # the definition (or the module's first statement)
+    step_function: bool = False  # shown to run once per iteration of an unseen loop
+    params: frozenset[str] = frozenset()  # including `self` / `cls`
+    local: frozenset[str] = frozenset()  # names it assigns: its own, invisible to callers
+
+
+@dataclass
+class Program:
+    """What the front end hands the dataflow: every scope, and which modules each optimizer holds."""
+
+    functions: list[Function]
+    links: dict[str, frozenset[str]]  # optimizer key -> the modules it was built from
+    builds: dict[str, bool] = field(default_factory=dict)  # optimizer key -> known not LBFGS
 
 
 @dataclass(frozen=True)

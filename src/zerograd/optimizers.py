@@ -33,6 +33,32 @@ _NOT_OPTIMIZER_NAME = re.compile(
     re.I,
 )
 _ENGINE_ROOTS = ("deepspeed.", "gym.", "gymnasium.", "torch.optim.lr_scheduler.", "torch.optim.swa_utils.")
+# Libraries with optimizer classes of the same names that are not PyTorch optimizers: a class
+# imported from them is not a torch optimizer (rules.md v2 section 2, import provenance).
+NON_TORCH_ROOTS = frozenset(
+    "warp warp_nn mxnet gluon jax optax flax tensorflow tf keras paddle mindspore oneflow chainer "
+    "cupy numpy autograd tinygrad micrograd mlx sklearn".split()
+)
+# Autograd systems whose backward() does not write PyTorch's .grad (rules.md section 4).
+OTHER_AUTOGRAD_ROOTS = frozenset("mxnet warp jax tensorflow paddle mindspore chainer tinygrad micrograd mlx".split())
+_FOREIGN_TAPES = re.compile(r"(?:^|\.)(?:Tape|GradientTape)$")
+
+
+_ROOT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def root_of(key: str) -> str:
+    found = _ROOT.match(key)
+    return found.group(0) if found else ""
+
+
+def rebase(key: str, old: str, new: str) -> Optional[str]:
+    """`key` with its leading `old` replaced by `new` (`opt.x`, `opt` -> `self.o` gives `self.o.x`)."""
+    if key == old:
+        return new
+    if key.startswith(old) and key[len(old)] in ".[":
+        return new + key[len(old):]
+    return None
 
 
 def last_segment(receiver: str) -> str:
@@ -43,7 +69,7 @@ def last_segment(receiver: str) -> str:
 
 def is_optimizer_callee(qualified: str) -> bool:
     """True when calling `qualified` builds or returns an optimizer."""
-    if qualified.startswith(_ENGINE_ROOTS):
+    if qualified.startswith(_ENGINE_ROOTS) or qualified.split(".", 1)[0] in NON_TORCH_ROOTS:
         return False
     last = qualified.rsplit(".", 1)[-1]
     if qualified.startswith("torch.optim.") and last[:1].isupper():
@@ -56,6 +82,11 @@ def is_optimizer_callee(qualified: str) -> bool:
 def is_engine_callee(qualified: str) -> bool:
     """True when calling `qualified` builds something whose .step() is not an optimizer step."""
     return qualified.startswith(_ENGINE_ROOTS)
+
+
+def is_foreign_autograd(qualified: str) -> bool:
+    """A Warp or TensorFlow tape: its backward() is not PyTorch's."""
+    return qualified.split(".", 1)[0] in OTHER_AUTOGRAD_ROOTS or bool(_FOREIGN_TAPES.search(qualified))
 
 
 def is_scaler_callee(qualified: str) -> bool:
@@ -72,16 +103,21 @@ class OptimizerTable:
     engines: set[str] = field(default_factory=set)  # receivers assigned a non-optimizer
     scalers: set[str] = field(default_factory=set)  # receivers assigned a GradScaler
     links: dict[str, set[str]] = field(default_factory=dict)  # optimizer -> modules it was built from
+    single_evaluation: set[str] = field(default_factory=set)  # built by a class that is not LBFGS
+    foreign: set[str] = field(default_factory=set)  # tapes of other autograd systems
 
     def _user(self, receiver: str, patterns: tuple[str, ...]) -> bool:
         name = last_segment(receiver)
         return any(fnmatchcase(receiver, p) or fnmatchcase(name, p) for p in patterns)
 
-    def is_excluded(self, receiver: str) -> bool:
-        """Never an optimizer: the user says so, or it was built or is named as something else."""
+    def is_excluded(self, receiver: str, also_cleared_and_stepped: bool = False) -> bool:
+        """Never an optimizer: the user says so, or it was built or is named as something else.
+        Use beats a name: a `trainer` that is both stepped and cleared is an optimizer."""
         if self._user(receiver, self.settings.not_optimizer_names):
             return True
         if receiver in self.built or self._user(receiver, self.settings.optimizer_names):
+            return False
+        if also_cleared_and_stepped and receiver not in self.engines and receiver not in self.scalers:
             return False
         return receiver in self.engines or receiver in self.scalers or bool(
             _NOT_OPTIMIZER_NAME.search(last_segment(receiver))
@@ -89,7 +125,7 @@ class OptimizerTable:
 
     def is_optimizer(self, receiver: str, also_cleared_and_stepped: bool = False) -> bool:
         """rules.md section 2: constructor, name, user pattern, or both stepped and cleared."""
-        if self.is_excluded(receiver):
+        if self.is_excluded(receiver, also_cleared_and_stepped):
             return False
         if receiver in self.built or self._user(receiver, self.settings.optimizer_names):
             return True
@@ -99,4 +135,10 @@ class OptimizerTable:
         return receiver in self.scalers or "scaler" in last_segment(receiver).lower()
 
     def optimizers_of_module(self, module: str) -> list[str]:
-        return sorted(o for o, modules in self.links.items() if module in modules)
+        """Optimizers whose parameters all lie in `module` (built from it or from a part of it)."""
+        return sorted(o for o, modules in self.links.items() if any(within(m, module) for m in modules))
+
+
+def within(part: str, whole: str) -> bool:
+    """`model.encoder` lies within `model` (and `model` within itself)."""
+    return part == whole or (part.startswith(whole) and part[len(whole)] in ".[")

@@ -1,0 +1,130 @@
+"""Branch conditions as the dataflow sees them: accumulation tests, their phases, correlation keys.
+
+rules.md section 4: `%` tests and their phase (`(i + 1) % k == 0`), a counter compared with a name
+about accumulation, `accelerator.sync_gradients`. Equal keys are the same condition, so branches
+that test it twice are correlated.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+import libcst as cst
+
+from .model import Test
+from .naming import root_of, text_of
+from .walk import nodes_in
+
+# Name segments that speak of gradient accumulation when a counter is compared with them.
+_ACCUMULATION_SEGMENT = re.compile(r"accum\w*|micro|microsteps?|microbatch(?:es)?", re.I)
+
+
+def classify(test: cst.BaseExpression) -> Test:
+    positive = True
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        positive = not positive
+        test = test.expression
+    modular = _modular(test)
+    if modular is not None:
+        key, residue, when_true = modular
+        return Test(True, key, residue, positive == when_true)
+    accumulation = any(_accumulation_node(node) for node in nodes_in(test))
+    return Test(accumulation, text_of(test), 0, positive)
+
+
+def names_of(test: cst.BaseExpression) -> Optional[frozenset[str]]:
+    """The names a test reads (`self.cfg.clip` -> itself and `self`), or None when it calls
+    something: a call may give another answer every time."""
+    found: set[str] = set()
+    for node in nodes_in(test):
+        if isinstance(node, (cst.Call, cst.Await, cst.Yield, cst.NamedExpr, cst.Lambda)):
+            return None
+        if isinstance(node, (cst.Name, cst.Attribute)):
+            text = text_of(node)
+            found.add(text)
+            found.add(root_of(text))
+    return frozenset(found)
+
+
+def _accumulation_node(node: cst.CSTNode) -> bool:
+    """`%`, `sync_gradients`, a counter compared with an accumulation size (`micro >= grad_accum`),
+    not a flag against a constant (`microbatch_size == 1`)."""
+    if isinstance(node, cst.BinaryOperation):
+        return isinstance(node.operator, cst.Modulo) and not isinstance(node.left, (cst.SimpleString, cst.FormattedString))
+    if isinstance(node, cst.Attribute):
+        return node.attr.value == "sync_gradients"
+    if isinstance(node, cst.Comparison):
+        left = node.left
+        for target in node.comparisons:
+            right = target.comparator
+            if not (_literal(left) or _literal(right)) and (_about_accumulation(left) or _about_accumulation(right)):
+                return True
+            left = right
+    return False
+
+
+def _literal(node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)) or (
+        isinstance(node, cst.Name) and node.value in ("None", "True", "False")
+    )
+
+
+def _about_accumulation(node: cst.BaseExpression) -> bool:
+    text = text_of(node)
+    return "update_freq" in text or any(_ACCUMULATION_SEGMENT.fullmatch(n) for n in re.split(r"[^A-Za-z0-9]", text))
+
+
+def _modular(test: cst.BaseExpression) -> Optional[tuple[str, int, bool]]:
+    """`(i + c) % k == d` -> ("mod:i%k", d - c, True); `!=` and bare `x % k` are the negation."""
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
+        found = _phase(test, 0)
+        return None if found is None else (found[0], found[1], False)
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    if not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+        return None
+    left, right = test.left, target.comparator
+    if not (isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo)):
+        left, right = right, left
+    if not (isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo)):
+        return None
+    value = _offset_against(right, text_of(left.right))
+    found = None if value is None else _phase(left, value)
+    if found is None:
+        return None
+    return found[0], found[1], isinstance(target.operator, cst.Equal)
+
+
+def _offset_against(node: cst.BaseExpression, modulus: str) -> Optional[int]:
+    """An int literal, or `modulus - n` (which is -n modulo the modulus)."""
+    if isinstance(node, cst.Integer):
+        return int(node.value, 0)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.right, cst.Integer):
+        if text_of(node.left) == modulus and isinstance(node.operator, cst.Subtract):
+            return -int(node.right.value, 0)
+    return None
+
+
+def _phase(modulo: cst.BinaryOperation, equals: int) -> Optional[tuple[str, int]]:
+    counter = modulo.left
+    offset = 0
+    if isinstance(counter, cst.BinaryOperation) and isinstance(counter.right, cst.Integer):
+        sign = {cst.Add: 1, cst.Subtract: -1}.get(type(counter.operator))
+        if sign is None:
+            return None
+        offset = sign * int(counter.right.value, 0)
+        counter = counter.left
+    if not isinstance(counter, (cst.Name, cst.Attribute)):
+        return None
+    return f"mod:{text_of(counter)}%{text_of(modulo.right)}", equals - offset
+
+
+def counter_of(key: Optional[str]) -> Optional[str]:
+    """The counter of a modular key: "mod:self.step%k" -> "self.step"."""
+    if key is None or not key.startswith("mod:"):
+        return None
+    return key[4:].partition("%")[0]

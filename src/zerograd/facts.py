@@ -1,0 +1,241 @@
+"""What a module defines and knows, collected in one pass before any scope is built.
+
+Imports (for qualified names), functions and classes with their lexical nesting, optimizer and
+other receiver assignments (rules.md section 2), instances of this module's classes, and the
+functions handed to a framework as callbacks (evidence of a step function, section 3).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import libcst as cst
+
+from .naming import block_of, dotted, receiver_key, suites
+from .optimizers import (
+    OptimizerTable,
+    is_engine_callee,
+    is_foreign_autograd,
+    is_optimizer_callee,
+    is_scaler_callee,
+)
+from .walk import calls_in
+
+# Calls that are events, or clear gradients by hand: a function without any (directly or through
+# the functions it calls) is neither built into IR nor summarised.
+EVENT_METHODS = frozenset({"backward", "manual_backward", "step", "zero_grad", "optimizer_step", "zero_"})
+# Registering a function with a framework that calls it once per batch (ignite, skorch, ...).
+_REGISTER_CALL = re.compile(r"^(?:Engine|DeterministicEngine|add_event_handler|on|register\w*|attach)$")
+_REGISTER_KEYWORD = re.compile(r"^(?:step_fn|train_step\w*|update_fn|process_function|train_fn|step_function)$")
+
+
+@dataclass
+class ClassInfo:
+    name: str
+    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    bases: list[str] = field(default_factory=list)
+    attributes: dict[str, str] = field(default_factory=dict)  # `self.agent` -> class name
+
+
+@dataclass
+class FunctionFacts:
+    events: bool = False
+    callees: set[str] = field(default_factory=set)  # names it calls or hands over (for pruning)
+    stepped: set[str] = field(default_factory=set)
+    cleared: set[str] = field(default_factory=set)
+    parameters: set[str] = field(default_factory=set)
+    instances: dict[str, str] = field(default_factory=dict)  # `t` -> class name, from `t = T()`
+    nested: dict[str, cst.FunctionDef] = field(default_factory=dict)  # defs in its body
+    parent: Optional[cst.FunctionDef] = None  # the enclosing function (lexical scope)
+    cls: Optional[ClassInfo] = None  # the class it is a method of
+
+
+@dataclass
+class ModuleInfo:
+    aliases: dict[str, str] = field(default_factory=dict)
+    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
+    classes: dict[str, ClassInfo] = field(default_factory=dict)
+    table: OptimizerTable = field(default_factory=OptimizerTable)
+    facts: dict[int, FunctionFacts] = field(default_factory=dict)  # id(FunctionDef) -> facts
+    module: FunctionFacts = field(default_factory=FunctionFacts)  # the module body's own
+    every_function: list[cst.FunctionDef] = field(default_factory=list)
+    class_of: dict[int, ClassInfo] = field(default_factory=dict)  # id(ClassDef) -> its info
+    relevant: set[int] = field(default_factory=set)  # functions that can perform an event
+    registered: set[str] = field(default_factory=set)  # names handed to a framework per batch
+    _calls: dict[int, list[cst.Call]] = field(default_factory=dict)
+
+    def calls_of(self, node: cst.CSTNode) -> list[cst.Call]:
+        """calls_in, computed once per node: two passes walk the same statements."""
+        found = self._calls.get(id(node))
+        if found is None:
+            found = self._calls[id(node)] = calls_in(node)
+        return found
+
+    def qualify(self, node: cst.BaseExpression) -> Optional[str]:
+        name = dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        head = self.aliases.get(head, head)
+        return f"{head}.{rest}" if rest else head
+
+    def facts_of(self, function: Optional[cst.FunctionDef]) -> FunctionFacts:
+        return self.module if function is None else self.facts[id(function)]
+
+
+class Collector:
+    """The one pass over the module: imports, definitions, receivers, callbacks."""
+
+    def __init__(self, info: ModuleInfo) -> None:
+        self.info = info
+        self.function: Optional[cst.FunctionDef] = None  # being read (None: the module body)
+        self.facts = info.module
+        self.cls: Optional[ClassInfo] = None  # whose method is being read
+
+    def statements(self, body: Sequence[cst.CSTNode], cls: Optional[ClassInfo] = None) -> None:
+        for statement in body:
+            self.statement(statement, cls)
+
+    def statement(self, node: cst.CSTNode, cls: Optional[ClassInfo]) -> None:
+        if isinstance(node, cst.BaseSmallStatement):  # in a one-line suite: `try: a; b`
+            self.small(node)
+        elif isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                self.small(small)
+        elif isinstance(node, cst.FunctionDef):
+            self.function_def(node, cls)
+        elif isinstance(node, cst.ClassDef):
+            info = ClassInfo(node.name.value, bases=[b for b in (dotted(a.value) for a in node.bases) if b])
+            self.info.classes.setdefault(node.name.value, info)
+            self.info.class_of[id(node)] = info
+            self.statements(block_of(node.body), info)
+        else:
+            for suite in suites(node):
+                self.statements(block_of(suite), cls)
+
+    def function_def(self, node: cst.FunctionDef, cls: Optional[ClassInfo]) -> None:
+        if cls is not None:
+            cls.methods[node.name.value] = node
+        elif self.function is None:
+            self.info.functions.setdefault(node.name.value, node)
+        else:
+            self.facts.nested[node.name.value] = node
+        self.info.every_function.append(node)
+        params = node.params
+        names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
+        facts = FunctionFacts(parameters=set(names), parent=self.function, cls=cls)
+        self.info.facts[id(node)] = facts
+        saved = (self.function, self.facts, self.cls)
+        self.function, self.facts, self.cls = node, facts, cls
+        self.statements(block_of(node.body))
+        self.function, self.facts, self.cls = saved
+
+    def small(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.Import):
+            for alias in node.names:
+                full = dotted(alias.name) or ""
+                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else full.split(".")[0]
+                self.info.aliases[local] = full if alias.asname else local
+        elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+            module = (dotted(node.module) or "") if node.module else ""
+            base = "." * len(node.relative) + module
+            for alias in node.names:
+                name = dotted(alias.name) or ""
+                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
+                self.info.aliases[local] = f"{base}.{name}" if module else f"{base}{name}"
+        elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            self.assignment(targets, node.value)
+            if any(isinstance(t, cst.Attribute) and t.attr.value == "grad" for t in targets):
+                self.facts.events = True  # `p.grad = None`
+        for call in self.info.calls_of(node):
+            self.call(call)
+
+    def call(self, call: cst.Call) -> None:
+        facts = self.facts
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            name = func.attr.value
+            facts.events |= name in EVENT_METHODS
+            if name == "step":
+                facts.stepped.add(receiver_key(func.value))
+            elif name == "zero_grad":
+                facts.cleared.add(receiver_key(func.value))
+        elif isinstance(func, cst.Name):
+            # Calling a parameter (`f()` in fastai's _with_events) may run anything handed over.
+            facts.events |= func.value == "backward" or func.value in facts.parameters
+        callee = func.attr.value if isinstance(func, cst.Attribute) else dotted(func) or ""
+        for used in (func, *(arg.value for arg in call.args)):
+            if isinstance(used, (cst.Name, cst.Attribute)):
+                facts.callees.add(used.value if isinstance(used, cst.Name) else used.attr.value)
+        for arg in call.args:
+            handed = arg.value
+            name = handed.value if isinstance(handed, cst.Name) else (
+                handed.attr.value if isinstance(handed, cst.Attribute) else None)
+            if name is None:
+                continue
+            keyword = arg.keyword.value if arg.keyword else ""
+            if _REGISTER_CALL.match(callee) or _REGISTER_KEYWORD.match(keyword):
+                self.info.registered.add(name)
+
+    def assignment(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        if not isinstance(value, cst.Call):
+            return
+        qualified = self.info.qualify(value.func) or ""
+        table = self.info.table
+        for target in targets:
+            if isinstance(target, (cst.Tuple, cst.List)):
+                if qualified.startswith("deepspeed.") and target.elements:
+                    table.engines.add(receiver_key(target.elements[0].value))
+                elif is_optimizer_callee(qualified):  # opt_g, opt_d = self.optimizers()
+                    table.built.update(receiver_key(e.value) for e in target.elements)
+                continue
+            self._assigned(receiver_key(target), qualified, value)
+
+    def _assigned(self, key: str, qualified: str, value: cst.Call) -> None:
+        table = self.info.table
+        if is_optimizer_callee(qualified):
+            table.built.add(key)
+            if not qualified.endswith("LBFGS") and qualified.rsplit(".", 1)[-1][:1].isupper():
+                table.single_evaluation.add(key)
+            module = parameters_owner(value)
+            if module is not None:
+                table.links.setdefault(key, set()).add(module)
+        elif is_scaler_callee(qualified):
+            table.scalers.add(key)
+        elif is_engine_callee(qualified):
+            table.engines.add(key)
+        elif is_foreign_autograd(qualified):
+            table.foreign.add(key)
+        elif qualified in self.info.classes:
+            if key.startswith("self.") and self.cls is not None:
+                self.cls.attributes[key] = qualified
+            else:
+                self.facts.instances[key] = qualified
+
+
+def parameters_owner(call: cst.Call) -> Optional[str]:
+    """`Adam(model.parameters(), ...)` -> "model" (the first `.parameters()` in the arguments)."""
+    for inner in calls_in(call):
+        func = inner.func
+        if inner is not call and isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "named_parameters"):
+            return receiver_key(func.value)
+    return None
+
+
+def mark_relevant(info: ModuleInfo) -> None:
+    """Functions that can perform an event, directly or through a function they call or hand
+    over (by name: a cheap superset, only used to skip building the rest)."""
+    names: dict[str, list[int]] = {}
+    for function in info.every_function:
+        names.setdefault(function.name.value, []).append(id(function))
+    relevant = {key for key, facts in info.facts.items() if facts.events}
+    changed = True
+    while changed:
+        relevant_names = {name for name, keys in names.items() if any(k in relevant for k in keys)}
+        grown = {key for key, facts in info.facts.items() if facts.callees & relevant_names}
+        changed = not grown <= relevant
+        relevant |= grown
+    info.relevant = relevant

@@ -1,0 +1,170 @@
+"""Receivers and keys: how the analysis names what code writes (`self._opt` -> `self.opt`).
+
+Plain helpers over LibCST expressions and statement blocks; every later stage of the front end
+uses them, none of them knows about events.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional, Sequence, Union
+
+import libcst as cst
+
+from .optimizers import rebase, root_of  # noqa: F401  (keys are plain strings)
+
+_EMPTY_MODULE = cst.Module(body=[])
+Statement = Union[cst.BaseStatement, cst.BaseSmallStatement]
+
+
+def text_of(node: cst.CSTNode) -> str:
+    """Source text of an expression without any whitespace (a stable key)."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute) and not node.lpar:
+        return f"{text_of(node.value)}.{node.attr.value}"
+    return "".join(_EMPTY_MODULE.code_for_node(node).split())
+
+
+def receiver_key(node: cst.BaseExpression) -> str:
+    """A receiver as the analysis names it: `self._opt` is `self.opt` (a private attribute and its
+    property), and an entry picked by a computed index is any entry: `opts[name]` -> `opts[*]`."""
+    if isinstance(node, cst.Attribute) and not node.lpar:
+        base = receiver_key(node.value)
+        attr = node.attr.value
+        if base == "self":
+            attr = attr.lstrip("_") or attr
+        return f"{base}.{attr}"
+    if isinstance(node, cst.Subscript) and not node.lpar and len(node.slice) == 1:
+        index = node.slice[0].slice
+        if isinstance(index, cst.Index):
+            literal = isinstance(index.value, (cst.Integer, cst.SimpleString))
+            return f"{receiver_key(node.value)}[{text_of(index.value) if literal else '*'}]"
+    return text_of(node)
+
+
+def collection_key(node: cst.BaseExpression) -> Optional[str]:
+    """What iterating `node` yields: `opts`, `opts.values()`, `enumerate(opts)` -> `opts[*]`."""
+    if isinstance(node, cst.Call):
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("values", "items") and not node.args:
+            return collection_key(func.value)
+        if isinstance(func, cst.Name) and func.value in ("enumerate", "list", "tuple", "reversed") and node.args:
+            return collection_key(node.args[0].value)
+        return None
+    if isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)):
+        return f"{receiver_key(node)}[*]"
+    return None
+
+
+def element_name(target: cst.BaseExpression, iterator: cst.BaseExpression) -> Optional[str]:
+    """The loop variable bound to the element: `opt` in `for opt in x`, `for i, opt in enumerate(x)`,
+    `for name, opt in x.items()`."""
+    if isinstance(target, cst.Name):
+        return target.value
+    wrapped = isinstance(iterator, cst.Call) and (
+        (isinstance(iterator.func, cst.Name) and iterator.func.value == "enumerate")
+        or (isinstance(iterator.func, cst.Attribute) and iterator.func.attr.value in ("items", "named_parameters"))
+    )
+    if wrapped and isinstance(target, cst.Tuple) and len(target.elements) == 2:
+        last = target.elements[1].value
+        return last.value if isinstance(last, cst.Name) else None
+    return None
+
+
+def dotted(node: cst.BaseExpression) -> Optional[str]:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        head = dotted(node.value)
+        return None if head is None else f"{head}.{node.attr.value}"
+    return None
+
+
+def bound_names(target: cst.BaseExpression) -> Iterable[str]:
+    if isinstance(target, cst.Name):
+        yield target.value
+    elif isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from bound_names(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from bound_names(target.value)
+
+
+def block_of(suite: cst.BaseSuite) -> Sequence[Statement]:
+    return suite.body
+
+
+def suites(node: cst.CSTNode) -> list[cst.BaseSuite]:
+    """The blocks directly nested in a compound statement, in source order."""
+    found: list[cst.BaseSuite] = []
+    if isinstance(node, (cst.If, cst.For, cst.While, cst.With, cst.Try, cst.TryStar)):
+        found.append(node.body)
+    if isinstance(node, cst.If) and node.orelse is not None:
+        if isinstance(node.orelse, cst.If):
+            found.extend(suites(node.orelse))
+        else:
+            found.append(node.orelse.body)
+    elif isinstance(node, (cst.For, cst.While)) and node.orelse is not None:
+        found.append(node.orelse.body)
+    elif isinstance(node, (cst.Try, cst.TryStar)):
+        found.extend(h.body for h in node.handlers)
+        if node.orelse is not None:
+            found.append(node.orelse.body)
+        if node.finalbody is not None:
+            found.append(node.finalbody.body)
+    elif isinstance(node, cst.Match):
+        found.extend(case.body for case in node.cases)
+    return found
+
+
+def statements_of(body: Sequence[cst.CSTNode]) -> Iterable[cst.CSTNode]:
+    """Small statements and compound statements of a body, nested blocks included, definitions
+    excluded (their bodies run elsewhere)."""
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            yield from statement.body
+        elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            yield statement
+            for suite in suites(statement):
+                yield from statements_of(block_of(suite))
+
+
+def assigned_names(body: Sequence[cst.CSTNode]) -> frozenset[str]:
+    """Root names a body assigns (`x = `, `x += `, `self.step += 1` -> `self.step`, loop and `with`
+    targets): a condition on them may change from one iteration to the next."""
+    names: set[str] = set()
+    for statement in statements_of(body):
+        targets: list[cst.BaseExpression] = []
+        if isinstance(statement, cst.Assign):
+            targets = [t.target for t in statement.targets]
+        elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
+            targets = [statement.target]
+        elif isinstance(statement, cst.For):
+            targets = [statement.target]
+        elif isinstance(statement, cst.With):
+            targets = [item.asname.name for item in statement.items if item.asname is not None]
+        for target in targets:
+            for element in _flatten(target):
+                names.add(text_of(element) if isinstance(element, cst.Attribute) else root_of(text_of(element)))
+        for node in _walrus(statement):
+            names.add(node)
+    return frozenset(names)
+
+
+def _flatten(target: cst.BaseExpression) -> Iterable[cst.BaseExpression]:
+    if isinstance(target, (cst.Tuple, cst.List)):
+        for element in target.elements:
+            yield from _flatten(element.value)
+    elif isinstance(target, cst.StarredElement):
+        yield from _flatten(target.value)
+    else:
+        yield target
+
+
+def _walrus(statement: cst.CSTNode) -> Iterable[str]:
+    from .walk import nodes_in
+
+    if isinstance(statement, (cst.If, cst.While)):
+        for node in nodes_in(statement.test):
+            if isinstance(node, cst.NamedExpr) and isinstance(node.target, cst.Name):
+                yield node.target.value

@@ -1,0 +1,121 @@
+"""A module (whole, or in chunks of top-level statements) -> a Program: every scope's IR.
+
+Pass 1 (facts.py) reads definitions and receivers; pass 2 (scopes.py) builds the module body
+and every function that can perform an event; then each function is told whether it is a step
+function (rules.md section 3: no caller here, and positive evidence that it runs per batch).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Iterable, Optional, Sequence, Union
+
+import libcst as cst
+
+from .facts import ClassInfo, Collector, ModuleInfo, mark_relevant
+from .model import Function, Program, Settings
+from .naming import assigned_names, block_of, suites
+from .optimizers import OTHER_AUTOGRAD_ROOTS, OptimizerTable
+from .scopes import Builder, Context
+from .sites import Chunk, Sites
+
+# Names of per-batch update functions (rules.md section 3); `test_*` and `main` never are.
+STEP_NAMES = re.compile(
+    r"(?:^|_)(?:step|update|learn|optimi[sz]e(?:_model)?|train_?batch|train_on_batch|fit_batch|"
+    r"train_iter(?:ation)?|iteration|train_one_batch)(?:_|$)|^training_step$",
+    re.I,
+)
+_NOT_STEP = re.compile(r"^(?:test_?|main$)", re.I)
+
+
+def build(module: Union[cst.Module, list[Chunk]], settings: Settings) -> tuple[Program, Sites]:
+    chunks = module if isinstance(module, list) else [Chunk(module)]
+    info = ModuleInfo(table=OptimizerTable(settings))
+    collector = Collector(info)
+    for chunk in chunks:
+        collector.statements(chunk.module.body)
+    mark_relevant(info)
+    sites = Sites(chunks)
+    if _other_autograd_only(info):
+        return Program([Function("<module>", _empty(), -1)], {}), sites
+    placed = [(f, cls, (number, top)) for number, chunk in enumerate(chunks)
+              for top, statement in enumerate(chunk.module.body)
+              for f, cls in _functions([statement], None, info) if id(f) in info.relevant]
+    functions = [(f, cls) for f, cls, _ in placed]
+    index = {id(f): position + 1 for position, (f, _) in enumerate(functions)}
+    builder = Builder(info, sites, index)
+    scopes = [_module_scope(builder, chunks, info)]
+    for function, cls, (sites.chunk, sites.top) in placed:
+        scopes.append(_function_scope(builder, function, cls, info))
+    program = Program(scopes, {k: frozenset(v) for k, v in info.table.links.items()})
+    for position, (function, cls) in enumerate(functions, start=1):
+        if _is_step_function(function, cls, builder, info):
+            program.functions[position] = _with_step(program.functions[position])
+    return program, sites
+
+
+def _module_scope(builder: Builder, chunks: list[Chunk], info: ModuleInfo) -> Function:
+    items = []
+    body = [s for chunk in chunks for s in chunk.module.body]
+    ctx = builder.aliases(body, Context(evidence=frozenset(info.module.stepped & info.module.cleared)))
+    for number, chunk in enumerate(chunks):
+        for top, statement in enumerate(chunk.module.body):
+            builder.sites.chunk, builder.sites.top = number, top
+            items.extend(builder.statement(statement, ctx))
+    from .model import Seq
+
+    return Function("<module>", Seq(tuple(items)), -1, local=assigned_names(body))
+
+
+def _function_scope(builder: Builder, function: cst.FunctionDef, cls: Optional[ClassInfo], info: ModuleInfo) -> Function:
+    facts = info.facts[id(function)]
+    evidence = facts.stepped & facts.cleared
+    if cls is not None:  # a receiver stepped in one method and cleared in another is one optimizer
+        methods = [info.facts[id(m)] for m in cls.methods.values()]
+        evidence = set.union(set(), *(m.stepped for m in methods)) & set.union(set(), *(m.cleared for m in methods))
+    ctx = Context(function=function, cls=cls, evidence=frozenset(evidence))
+    body = builder.scope(block_of(function.body), ctx)
+    params = frozenset(facts.parameters)
+    site = builder.sites.site(function)
+    return Function(function.name.value, body, site, params=params, local=assigned_names(block_of(function.body)) - params)
+
+
+def _is_step_function(function: cst.FunctionDef, cls: Optional[ClassInfo], builder: Builder, info: ModuleInfo) -> bool:
+    name = function.name.value
+    if id(function) in builder.called or _NOT_STEP.match(name):
+        return False
+    # An unresolved `x.update(...)` in a scope that clears could be this method's caller.
+    if cls is not None and builder.unresolved.get(name, False):
+        return False
+    return bool(STEP_NAMES.search(name)) or name in info.registered
+
+
+def _with_step(function: Function) -> Function:
+    from dataclasses import replace
+
+    return replace(function, step_function=True)
+
+
+def _other_autograd_only(info: ModuleInfo) -> bool:
+    """A module importing MXNet, Warp, JAX... and not torch: its backward is not PyTorch's."""
+    roots = {name.lstrip(".").split(".")[0] for name in info.aliases.values()}
+    return bool(roots & OTHER_AUTOGRAD_ROOTS) and "torch" not in roots
+
+
+def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo], info: ModuleInfo) -> Iterable[tuple[cst.FunctionDef, Optional[ClassInfo]]]:
+    """Every function and method, nested ones included, with its enclosing class."""
+    for statement in body:
+        if isinstance(statement, cst.FunctionDef):
+            yield statement, cls
+            yield from _functions(block_of(statement.body), None, info)
+        elif isinstance(statement, cst.ClassDef):
+            yield from _functions(block_of(statement.body), info.class_of[id(statement)], info)
+        else:
+            for suite in suites(statement):
+                yield from _functions(block_of(suite), cls, info)
+
+
+def _empty():  # type: ignore[no-untyped-def]
+    from .model import Seq
+
+    return Seq()

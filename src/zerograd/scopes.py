@@ -1,0 +1,511 @@
+"""A scope (the module body, a function, a method, a closure) -> its event IR (model.py).
+
+Statements become events, branches, loops and jumps; a call of a function of this module becomes
+a `Call` node whose summary the dataflow applies (nothing is inlined). Receivers are keyed with
+naming.py and judged with the optimizer table the first pass (facts.py) filled.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Optional, Sequence, Union
+
+import libcst as cst
+
+from .conditions import classify, names_of
+from .facts import ClassInfo, FunctionFacts, ModuleInfo
+from .model import Branch, Call, Event, Jump, Kind, Loop, Node, Seq, Test, Try
+from .naming import (
+    assigned_names,
+    block_of,
+    bound_names,
+    collection_key,
+    element_name,
+    receiver_key,
+    root_of,
+    statements_of,
+    text_of,
+)
+from .optimizers import is_optimizer_callee
+from .sites import Sites
+
+# Conditions that hold wherever training code runs them (optimizer.step() enables grad for
+# the closure it calls).
+ALWAYS_TRUE = frozenset({"torch.is_grad_enabled"})
+DIST_AUTOGRAD = "torch.distributed.autograd"
+_ZEROS = frozenset({"zeros_like", "zeros", "new_zeros"})
+Owner = tuple[str, str]  # ("module" | "optimizer" | "group", key): whose parameters a loop visits
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where the builder stands inside one scope."""
+
+    function: Optional[cst.FunctionDef] = None  # None: the module body
+    cls: Optional[ClassInfo] = None
+    aliases: tuple[tuple[str, str], ...] = ()  # local name -> the receiver it stands for
+    conditions: tuple[tuple[str, cst.BaseExpression], ...] = ()  # flag -> the test it holds
+    gate: Optional[Test] = None  # inside `with accelerator.accumulate(...)`
+    moves: Optional[frozenset[str]] = None  # names the innermost loop assigns (None: no loop)
+    owners: tuple[tuple[str, Owner], ...] = ()  # loop variable -> whose parameters it visits
+    evidence: frozenset[str] = frozenset()  # receivers both stepped and cleared: optimizers
+
+
+class Builder:
+    def __init__(self, info: ModuleInfo, sites: Sites, index: dict[int, int]) -> None:
+        self.info = info
+        self.sites = sites
+        self.index = index  # id(FunctionDef) -> position in Program.functions
+        self.unresolved: dict[str, bool] = {}  # method names called on unknown receivers -> scope clears
+        self.called: set[int] = set()  # functions with a resolved caller
+
+    # --- statements -------------------------------------------------------------------------
+
+    def scope(self, body: Sequence[cst.CSTNode], ctx: Context) -> Seq:
+        return self.block(body, self.aliases(body, ctx))
+
+    def block(self, body: Sequence[cst.CSTNode], ctx: Context) -> Seq:
+        items: list[Node] = []
+        for statement in body:
+            items.extend(self.statement(statement, ctx))
+        return Seq(tuple(items))
+
+    def statement(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        if isinstance(node, cst.BaseSmallStatement):  # in a one-line suite: `if x: a; b`
+            return self.small(node, ctx)
+        if isinstance(node, cst.SimpleStatementLine):
+            return [item for small in node.body for item in self.small(small, ctx)]
+        if isinstance(node, cst.If):
+            return self._if(node, ctx)
+        if isinstance(node, (cst.For, cst.While)):
+            return self._loop(node, ctx)
+        if isinstance(node, (cst.Try, cst.TryStar)):
+            handlers = tuple(self.block(block_of(h.body), ctx) for h in node.handlers)
+            orelse = self.block(block_of(node.orelse.body), ctx) if node.orelse else Seq()
+            final = self.block(block_of(node.finalbody.body), ctx) if node.finalbody else Seq()
+            return [Try(self.block(block_of(node.body), ctx), handlers, orelse, final)]
+        if isinstance(node, cst.With):
+            return self._with(node, ctx)
+        if isinstance(node, cst.Match):
+            arms = [self.block(block_of(case.body), ctx) for case in node.cases]
+            if not any(_is_wildcard(case) for case in node.cases):
+                arms.append(Seq())
+            return [Branch(tuple(arms))]
+        return []  # definitions run nothing here; they are scopes of their own
+
+    def small(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        if isinstance(node, cst.Break):
+            return [Jump("break")]
+        if isinstance(node, cst.Continue):
+            return [Jump("continue")]
+        items = self.expression_events(node, ctx)
+        items.extend(self._builds(node, ctx))
+        items.extend(self._grad_write(node, ctx))
+        if isinstance(node, cst.Return):
+            items.append(Jump("return"))
+        elif isinstance(node, cst.Raise):
+            items.append(Jump("raise"))
+        return items
+
+    def _builds(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        """`opt = SGD([x_in])` inside a loop: a fresh optimizer (of fresh tensors, usually) each
+        iteration, so nothing an earlier step applied lingers for it."""
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1 or not isinstance(node.value, cst.Call):
+            return []
+        qualified = self.info.qualify(node.value.func) or ""
+        if not (is_optimizer_callee(qualified) and qualified.rsplit(".", 1)[-1][:1].isupper()):
+            return []  # a constructor, not a getter such as Lightning's self.optimizers()
+        target = node.targets[0].target
+        if not isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)):
+            return []
+        return [self.event(Kind.BUILD, node, replace(ctx, gate=None), self.key(target, ctx), text_of(target))]
+
+    def _if(self, node: cst.If, ctx: Context) -> list[Node]:
+        body = self.block(block_of(node.body), ctx)
+        if isinstance(node.orelse, cst.If):
+            orelse = Seq(tuple(self._if(node.orelse, ctx)))
+        elif node.orelse is not None:
+            orelse = self.block(block_of(node.orelse.body), ctx)
+        else:
+            orelse = Seq()
+        if self.info.qualify(_call_target(node.test)) in ALWAYS_TRUE:
+            return list(body.items)  # e.g. an LBFGS closure's `if torch.is_grad_enabled():`
+        return [*self.expression_events(node.test, ctx), Branch((body, orelse), self._test(node.test, ctx))]
+
+    def _test(self, test: cst.BaseExpression, ctx: Context) -> Test:
+        """A flag assigned once from a test (`do_step = i % k == 0; if do_step:`) is that test."""
+        negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
+        name = test.expression if negated else test  # type: ignore[attr-defined]
+        if isinstance(name, cst.Name):
+            held = dict(ctx.conditions).get(name.value)
+            if held is not None:
+                found = classify(held)
+                return replace(found, positive=found.positive != negated)
+        found = classify(test)
+        names = names_of(test)
+        # A knob (`if self.clear_every_step:`) tested in a loop that never assigns it takes the
+        # same arm in every iteration: its arms are configurations, not paths of iterations.
+        knob = ctx.moves is not None and names is not None and not found.accumulation and not (names & ctx.moves)
+        return replace(found, invariant=knob) if knob else found
+
+    def _loop(self, node: Union[cst.For, cst.While], ctx: Context) -> list[Node]:
+        body_nodes = block_of(node.body)
+        if isinstance(node, cst.For):
+            owner = self._owner_of(node.iter, ctx)
+            inner = replace(ctx, moves=assigned_names(body_nodes) | frozenset(bound_names(node.target)))
+            if owner is not None:
+                name = element_name(node.target, node.iter)
+                if name is not None:
+                    inner = replace(inner, owners=((name, owner),) + ctx.owners)
+                cleared = self._clear_idiom(node, owner, inner)
+                if cleared is not None:
+                    return cleared
+            targets = frozenset(bound_names(node.target))
+            infinite = False
+        else:
+            targets = frozenset()
+            infinite = isinstance(node.test, (cst.Name, cst.Integer)) and text_of(node.test) in ("True", "1")
+            inner = replace(ctx, moves=assigned_names(body_nodes))
+        orelse = self.block(block_of(node.orelse.body), ctx) if node.orelse else Seq()
+        body = self.block(body_nodes, inner)
+        moves = (inner.moves or frozenset()) | targets
+        head = [] if isinstance(node, cst.For) else self.expression_events(node.test, ctx)
+        loop = Loop(body, self.sites.site(node), infinite, targets, orelse, isinstance(node, cst.For), moves)
+        return [*head, loop]
+
+    def _with(self, node: cst.With, ctx: Context) -> list[Node]:
+        items: list[Node] = []
+        for item in node.items:
+            call = item.item
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "accumulate":
+                key = f"{text_of(call.func.value)}.sync_gradients"
+                ctx = replace(ctx, gate=Test(accumulation=True, key=key))
+            else:
+                items.extend(self.expression_events(call, ctx))
+        return [*items, *self.block(block_of(node.body), ctx).items]
+
+    # --- receivers --------------------------------------------------------------------------
+
+    def key(self, node: cst.BaseExpression, ctx: Context) -> str:
+        key = receiver_key(node)
+        root = root_of(key)
+        for name, value in ctx.aliases:
+            if name == root:
+                return value + key[len(root):]
+        return key
+
+    def aliases(self, body: Sequence[cst.CSTNode], ctx: Context) -> Context:
+        """Names that stand for one receiver in this body: `opt = self.optimizers[k]` (assigned
+        once), and loop variables over collections (`for opt in opts` -> `opts[*]`)."""
+        found: dict[str, Optional[str]] = {}
+        tests: dict[str, Optional[cst.BaseExpression]] = {}
+
+        def bind(name: str, value: Optional[str]) -> None:
+            found[name] = value if found.get(name, value) == value else None
+
+        for statement in statements_of(body):
+            if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+                target, value = statement.targets[0].target, statement.value
+                if isinstance(target, cst.Name):
+                    simple = isinstance(value, (cst.Name, cst.Attribute, cst.Subscript))
+                    bind(target.value, self.key(value, ctx) if simple else None)
+                    is_test = isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation))
+                    tests[target.value] = value if is_test and target.value not in tests else None
+            elif isinstance(statement, cst.For):
+                name = element_name(statement.target, statement.iter)
+                collection = collection_key(statement.iter)
+                if name is not None:
+                    bind(name, None if collection is None else self.key_text(collection, ctx))
+        pairs = tuple((n, v) for n, v in found.items() if v is not None and v != n)
+        flags = tuple((n, t) for n, t in tests.items() if t is not None)
+        return replace(ctx, aliases=pairs + ctx.aliases, conditions=flags + ctx.conditions) if pairs or flags else ctx
+
+    def key_text(self, key: str, ctx: Context) -> str:
+        root = root_of(key)
+        for name, value in ctx.aliases:
+            if name == root:
+                return value + key[len(root):]
+        return key
+
+    def event(self, kind: Kind, node: cst.CSTNode, ctx: Context, target: Optional[str] = None, label: str = "") -> Node:
+        event = Event(kind, self.sites.site(node), target, label or target or "")
+        if ctx.gate is not None and kind in (Kind.STEP, Kind.CLEAR):
+            return Branch((Seq((event,)), Seq()), ctx.gate)
+        return event
+
+    def is_optimizer(self, receiver: str, ctx: Context) -> bool:
+        return self.info.table.is_optimizer(receiver, receiver in ctx.evidence)
+
+    # --- calls ------------------------------------------------------------------------------
+
+    def expression_events(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        items: list[Node] = []
+        for call in self.info.calls_of(node):
+            items.extend(self.call_events(call, ctx))
+        return items
+
+    def call_events(self, call: cst.Call, ctx: Context) -> list[Node]:
+        func = call.func
+        if isinstance(func, cst.Attribute):
+            found = self._method_call(call, func, ctx)
+            if found is not None:
+                return found
+        elif isinstance(func, cst.Name) and self.info.qualify(func) == "torch.autograd.backward":
+            return [self.event(Kind.BACKWARD, call, ctx)]
+        return self._resolved_call(call, ctx)
+
+    def _method_call(self, call: cst.Call, func: cst.Attribute, ctx: Context) -> Optional[list[Node]]:
+        name = func.attr.value
+        if name in ("backward", "manual_backward"):
+            if (self.info.qualify(func.value) or "").startswith(DIST_AUTOGRAD):
+                return []  # gradients go to the distributed autograd context, not to .grad
+            if self.key(func.value, ctx) in self.info.table.foreign:
+                return []  # a Warp or TensorFlow tape
+            return [self.event(Kind.BACKWARD, call, ctx)]
+        if name == "zero_grad":
+            return self._clear(call, self.key(func.value, ctx), ctx)
+        if name == "step":
+            return self._step(call, func.value, ctx)
+        if name == "optimizer_step" and call.args:
+            optimizer = call.args[0].value
+            return [self.event(Kind.STEP, call, ctx, self.key(optimizer, ctx), text_of(optimizer))]
+        if name in ("zero_", "fill_", "copy_") and text_of(func.value).endswith((".grad", ".grad.data")):
+            return []  # judged as a statement: _grad_write
+        return None
+
+    def _resolved_call(self, call: cst.Call, ctx: Context) -> list[Node]:
+        resolved = self.resolve(call.func, ctx)
+        if resolved is None:
+            func = call.func
+            if isinstance(func, cst.Name) and ctx.function is not None and func.value in self._facts(ctx).parameters:
+                return [Call(self.sites.site(call), -1, param=func.value)]
+            if isinstance(func, cst.Attribute):
+                clears = bool(self._facts(ctx).cleared)
+                self.unresolved[func.attr.value] = self.unresolved.get(func.attr.value, False) or clears
+            return []
+        function, receiver = resolved
+        self.called.add(id(function))
+        if id(function) not in self.index:
+            return []  # it performs no event, directly or through what it calls
+        return [self._call_node(call, function, receiver, ctx)]
+
+    def _call_node(self, call: cst.Call, function: cst.FunctionDef, receiver: Optional[str], ctx: Context) -> Call:
+        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        bindings: list[tuple[str, str]] = []
+        if receiver is not None and params and params[0] in ("self", "cls"):
+            bindings.append((params[0], receiver))
+            params = params[1:]
+        funcs: list[tuple[str, int, str]] = []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            name = arg.keyword.value if arg.keyword else (params[position] if position < len(params) else None)
+            if name is None:
+                continue
+            handed = self.resolve(arg.value, ctx) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
+            if handed is not None and id(handed[0]) in self.index:
+                self.called.add(id(handed[0]))
+                funcs.append((name, self.index[id(handed[0])], handed[1] or ""))
+            elif isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
+                bindings.append((name, self.key(arg.value, ctx)))
+        return Call(self.sites.site(call), self.index[id(function)], tuple(bindings), tuple(funcs))
+
+    def resolve(self, func: cst.BaseExpression, ctx: Context) -> Optional[tuple[cst.FunctionDef, Optional[str]]]:
+        """The function of this module a callee names, and the receiver bound to its `self`:
+        lexical names, `self`/`cls` methods (base classes of this module too), methods of
+        instances of this module's classes (`t = Trainer()`, `self.agent = Agent()`)."""
+        if isinstance(func, cst.Name):
+            scope = ctx.function
+            while scope is not None:
+                facts = self.info.facts[id(scope)]
+                if func.value in facts.nested:
+                    return facts.nested[func.value], None
+                if func.value in facts.parameters:
+                    return None
+                scope = facts.parent
+            found = self.info.functions.get(func.value)
+            return (found, None) if found is not None else None
+        if not isinstance(func, cst.Attribute):
+            return None
+        receiver = self.key(func.value, ctx)
+        if receiver in ("self", "cls") and ctx.cls is not None:
+            method = self.method(ctx.cls, func.attr.value)
+            return (method, receiver) if method is not None else None
+        cls = self._instance_class(receiver, ctx)
+        if cls is not None:
+            method = self.method(cls, func.attr.value)
+            return (method, receiver) if method is not None else None
+        return None
+
+    def _instance_class(self, receiver: str, ctx: Context) -> Optional[ClassInfo]:
+        name = None
+        if receiver.startswith("self.") and ctx.cls is not None:
+            name = ctx.cls.attributes.get(receiver)
+        scope = ctx.function
+        while name is None and scope is not None:
+            facts = self.info.facts[id(scope)]
+            name = facts.instances.get(receiver)
+            scope = facts.parent
+        name = name or self.info.module.instances.get(receiver)
+        return self.info.classes.get(name) if name else None
+
+    def method(self, cls: ClassInfo, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
+        if name in cls.methods:
+            return cls.methods[name]
+        for base in cls.bases if depth < 5 else ():
+            info = self.info.classes.get(base.rsplit(".", 1)[-1])
+            found = self.method(info, name, depth + 1) if info is not None and info is not cls else None
+            if found is not None:
+                return found
+        return None
+
+    def _facts(self, ctx: Context) -> FunctionFacts:
+        return self.info.facts_of(ctx.function)
+
+    # --- steps and clears -------------------------------------------------------------------
+
+    def _step(self, call: cst.Call, node: cst.BaseExpression, ctx: Context) -> list[Node]:
+        table = self.info.table
+        receiver = self.key(node, ctx)
+        if table.is_scaler(receiver) and call.args:
+            argument = call.args[0].value
+            if isinstance(argument, (cst.Name, cst.Attribute, cst.Subscript)):
+                return [self.event(Kind.STEP, call, ctx, self.key(argument, ctx), text_of(argument))]
+            return []
+        if not self.is_optimizer(receiver, ctx):
+            return []
+        items: list[Node] = []
+        closure = self._closure(call, ctx)
+        if closure is not None:
+            # The optimizer evaluates the closure once (SGD, Adam) or many times (LBFGS): the
+            # gradients of one evaluation must not leak into the next.
+            once = receiver in table.single_evaluation
+            items.append(closure if once else Loop(Seq((closure,)), closure.site, collection=True, closure=True))
+        items.append(self.event(Kind.STEP, call, ctx, receiver, text_of(node)))
+        return items
+
+    def _closure(self, call: cst.Call, ctx: Context) -> Optional[Call]:
+        for arg in call.args:
+            if arg.keyword is None or arg.keyword.value == "closure":
+                found = self.resolve(arg.value, ctx) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
+                if found is not None and id(found[0]) in self.index:
+                    self.called.add(id(found[0]))
+                    return Call(self.sites.site(arg.value), self.index[id(found[0])])
+        return None
+
+    def _clear(self, node: cst.CSTNode, receiver: str, ctx: Context) -> list[Node]:
+        if self.is_optimizer(receiver, ctx):
+            return [self.event(Kind.CLEAR, node, ctx, receiver)]
+        return self._module_clear(node, receiver, ctx)
+
+    def _module_clear(self, node: cst.CSTNode, module: Optional[str], ctx: Context) -> list[Node]:
+        # A module's own zero_grad() is not gated by accelerate: it runs every iteration.
+        ungated = replace(ctx, gate=None)
+        linked = self.info.table.optimizers_of_module(module) if module is not None else []
+        if not linked:
+            return [self.event(Kind.MAYBE_CLEAR, node, ungated, module)]
+        return [self.event(Kind.CLEAR, node, ungated, target) for target in linked]
+
+    def _owner_of(self, iterator: cst.BaseExpression, ctx: Context) -> Optional[Owner]:
+        """Whose parameters `for p in <iterator>` visits: `m.parameters()`, `o.param_groups`,
+        `group["params"]` of such a group."""
+        if isinstance(iterator, cst.Call) and isinstance(iterator.func, cst.Attribute):
+            if iterator.func.attr.value in ("parameters", "named_parameters"):
+                return ("module", self.key(iterator.func.value, ctx))
+        if isinstance(iterator, cst.Attribute) and iterator.attr.value == "param_groups":
+            return ("group", self.key(iterator.value, ctx))
+        if isinstance(iterator, cst.Subscript) and isinstance(iterator.value, cst.Name):
+            owner = dict(ctx.owners).get(iterator.value.value)
+            if owner is not None and owner[0] == "group":
+                return ("optimizer", owner[1])
+        return None
+
+    def _clear_idiom(self, node: cst.For, owner: Owner, ctx: Context) -> Optional[list[Node]]:
+        """`for p in m.parameters(): p.grad = None` (and friends) is one clear of whatever owns
+        those parameters, reported at the loop; a loop that does anything else stays a loop."""
+        body = self.block(block_of(node.body), ctx)
+        kinds = {e.kind for e in _events_in(body)}
+        if Kind.CLEAR not in kinds and Kind.MAYBE_CLEAR not in kinds or kinds - {Kind.CLEAR, Kind.MAYBE_CLEAR}:
+            return None
+        if any(isinstance(n, (Call, Loop)) for n in _nodes_in(body)):
+            return None
+        return self._owner_clear(node, owner, ctx)
+
+    def _owner_clear(self, node: cst.CSTNode, owner: Owner, ctx: Context) -> list[Node]:
+        kind, key = owner
+        if kind in ("optimizer", "group"):
+            return [self.event(Kind.CLEAR, node, ctx, key)] if self.is_optimizer(key, ctx) else []
+        return self._module_clear(node, key, ctx)
+
+    def _grad_write(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        """rules.md section 4: a write of a parameter's .grad over a module's parameters or an
+        optimizer's groups clears it; a write that puts a new gradient there (`copy_`, `= g`) is a
+        clear followed by a gradient; scaling (`mul_`, `p.grad = p.grad / n`) is neither."""
+        written = _grad_written(node)
+        if written is None:
+            return []
+        holder, replaces = written
+        owner = dict(ctx.owners).get(holder) if isinstance(holder, str) else None
+        if owner is None and not isinstance(holder, str):
+            return [self.event(Kind.PARTIAL, node, ctx)]  # `model.head.weight.grad.zero_()`
+        cleared = self._owner_clear(node, owner, ctx) if owner is not None else [
+            self.event(Kind.MAYBE_CLEAR, node, replace(ctx, gate=None))]
+        return cleared + ([self.event(Kind.BACKWARD, node, ctx)] if replaces else [])
+
+
+def _grad_written(node: cst.CSTNode) -> Optional[tuple[object, bool]]:
+    """(`p` as a str for a bare name, else the expression; whether a new gradient is written)."""
+    if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        target = node.targets[0].target
+        if not (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
+            return None
+        if ".grad" in text_of(node.value):
+            return None  # `p.grad = p.grad / n`: scaling
+        value = node.value
+        zero = (isinstance(value, cst.Name) and value.value == "None") or (
+            isinstance(value, cst.Call) and text_of(value.func).rsplit(".", 1)[-1] in _ZEROS)
+        return _holder(target.value), not zero
+    if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute):
+        func, args = node.value.func, node.value.args
+        grad = func.value
+        if isinstance(grad, cst.Attribute) and grad.attr.value == "data":
+            grad = grad.value
+        if not (isinstance(grad, cst.Attribute) and grad.attr.value == "grad"):
+            return None
+        if func.attr.value == "zero_":
+            return _holder(grad.value), False
+        if func.attr.value == "fill_" and args:
+            zero = isinstance(args[0].value, (cst.Integer, cst.Float)) and float(args[0].value.value) == 0
+            return _holder(grad.value), not zero
+        if func.attr.value == "copy_":
+            return _holder(grad.value), True
+    return None
+
+
+def _holder(node: cst.BaseExpression) -> object:
+    return node.value if isinstance(node, cst.Name) else node
+
+
+def _events_in(node: Node) -> list[Event]:
+    return [n for n in _nodes_in(node) if isinstance(n, Event)]
+
+
+def _nodes_in(node: Node) -> list[Node]:
+    from .model import children
+
+    found: list[Node] = []
+    stack: list[Node] = [node]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(children(current))
+    return found
+
+
+def _call_target(node: cst.BaseExpression) -> cst.BaseExpression:
+    return node.func if isinstance(node, cst.Call) and not node.args else node
+
+
+def _is_wildcard(case: cst.MatchCase) -> bool:
+    pattern = case.pattern
+    return case.guard is None and isinstance(pattern, cst.MatchAs) and pattern.pattern is None

@@ -1,0 +1,68 @@
+"""Where things are: every event, call and definition the analysis may report gets a site id,
+located on demand from its own node, whatever decorators, chunks or callers surround it.
+
+The module may come in chunks of top-level statements parsed one by one, each with the number of
+lines before it and the first line of each of its top-level statements: a site is then located
+within its own top-level statement only, which keeps LibCST's recursive position pass away from
+deeply nested code elsewhere in the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+
+from .model import Span
+
+
+@dataclass(frozen=True)
+class Chunk:
+    module: cst.Module
+    offset: int = 0  # lines of the file before it
+    starts: tuple[int, ...] = ()  # first line (in the file) of each top-level statement, decorators included
+
+
+@dataclass
+class Sites:
+    chunks: list[Chunk]
+    nodes: list[tuple[cst.CSTNode, int, int]] = field(default_factory=list)  # node, chunk, top statement
+    chunk: int = 0  # where nodes being registered now live
+    top: int = 0
+    _ids: dict[int, int] = field(default_factory=dict)
+    _positions: dict[tuple[int, int], tuple[dict[cst.CSTNode, CodeRange], int]] = field(default_factory=dict)
+
+    def site(self, node: cst.CSTNode) -> int:
+        known = self._ids.get(id(node))
+        if known is None:
+            known = self._ids[id(node)] = len(self.nodes)
+            self.nodes.append((node, self.chunk, self.top))
+        return known
+
+    def node(self, site: int) -> cst.CSTNode:
+        return self.nodes[site][0]
+
+    def locate(self, site: int) -> Span:
+        node, chunk_index, top = self.nodes[site]
+        chunk = self.chunks[chunk_index]
+        key = (chunk_index, top if chunk.starts else -1)
+        if key not in self._positions:
+            self._positions[key] = _positions_of(chunk, top)
+        positions, shift = self._positions[key]
+        where = positions[node]
+        return Span(where.start.line + shift, where.start.column, where.end.line + shift, where.end.column)
+
+
+def _positions_of(chunk: Chunk, top: int) -> tuple[dict[cst.CSTNode, CodeRange], int]:
+    if not chunk.starts or len(chunk.starts) != len(chunk.module.body):
+        wrapper = MetadataWrapper(chunk.module, unsafe_skip_copy=True)
+        return dict(wrapper.resolve(PositionProvider)), chunk.offset
+    statement = chunk.module.body[top]
+    alone = chunk.module.with_changes(body=[statement], header=[], footer=[])
+    positions = dict(MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider))
+    # `starts` holds the first line of the statement as CPython counts it: its first decorator.
+    # LibCST's range of a decorated definition starts at `def`/`class`, so measure from the
+    # decorator too, or every position inside would be early by the decorators' height.
+    first = statement.decorators[0] if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.decorators else statement
+    return positions, chunk.starts[top] - positions[first].start.line

@@ -1,0 +1,242 @@
+"""Calls across scopes: one summary per function, applied at its call sites (rules.md v2 §3).
+
+A function's summary is its transfer function over the abstract states of flow.py, for one
+optimizer: which states leave it for a state that enters it, and which states reach each of its
+steps (the events a finding needs). It is tabulated on demand, bottom-up through the calls, and
+shared by every caller that enters it in the same state. The names a callee uses are its own:
+the optimizer a caller analyses is renamed through the call's bindings (`optimizer` for
+`self.opt` in `train_step(self.opt)`), and chains of sites are re-rooted at the call.
+
+No LibCST and no codes here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .flow import (
+    OUT,
+    START,
+    Chain,
+    Graph,
+    State,
+    Summary,
+    TooBig,
+    Verdict,
+    cross,
+    judge_step,
+    summarize,
+    transfer,
+)
+from .model import Call, Event, Function, Kind, Program
+from .optimizers import rebase, root_of
+
+MAX_WORK = 400_000  # state transfers per analysed scope and optimizer, callees included
+NOBODY = "<none>"  # the optimizer a callee cannot name: only its backward and unknown clears matter
+Funcs = tuple[tuple[str, int, str], ...]  # parameter -> function handed over, its `self`
+
+
+class CapReached(Exception):
+    pass
+
+
+@dataclass
+class Outcome:
+    """The tabulated summary of one function for one entry state."""
+
+    exits: set[State] = field(default_factory=set)
+    steps: dict[Chain, tuple[Event, set[State]]] = field(default_factory=dict)
+
+
+class Analyzer:
+    def __init__(self, program: Program) -> None:
+        self.program = program
+        self.graphs: dict[tuple[int, bool, Funcs], Graph] = {}
+        self.memo: dict[tuple[int, str, State, Funcs], Outcome] = {}
+        self.active: set[tuple[int, str, State, Funcs]] = set()
+        self.statics: dict[tuple[int, Funcs], Summary] = {}
+        self.work = 0
+
+    # --- static summaries (what a function can do at all, in its caller's words) ------------
+
+    def static(self, fid: int, funcs: Funcs = ()) -> Summary:
+        key = (fid, funcs)
+        if key not in self.statics:
+            self.statics[key] = Summary()  # recursion: what is known so far
+            function = self.program.functions[fid]
+            cache: dict[int, Summary] = {}
+            self.statics[key] = summarize(function.body, cache, lambda call: self.call_summary(call, funcs))
+        return self.statics[key]
+
+    def call_summary(self, call: Call, funcs: Funcs = ()) -> Summary:
+        fid = self.callee(call, funcs)
+        if fid is None:
+            return Summary()
+        callee = self.program.functions[fid]
+        inner = self.static(fid, self.handed(call, funcs))
+        call = self.bound(call, funcs)
+        out = Summary(backward=inner.backward, maybe_clear=inner.maybe_clear)
+        out.steps = {k for k in (outward(t, call, callee) for t in inner.steps) if k is not None}
+        for target, chain in inner.clears.items():
+            key = outward(target, call, callee)
+            if key is not None:
+                out.clears.setdefault(key, (call.site,) + chain)
+        return out
+
+    def callee(self, call: Call, funcs: Funcs) -> Optional[int]:
+        if call.param is not None:
+            return next((fid for name, fid, _ in funcs if name == call.param), None)
+        return call.callee
+
+    def bound(self, call: Call, funcs: Funcs) -> Call:
+        """A call of a parameter, with the `self` of the method handed over bound."""
+        if call.param is None:
+            return call
+        receiver = next((bound for name, _, bound in funcs if name == call.param), "")
+        return Call(call.site, -1, (("self", receiver),) if receiver else (), param=call.param)
+
+    def handed(self, call: Call, funcs: Funcs) -> Funcs:
+        """Functions the callee's parameters stand for: handed over here, or passed through."""
+        return tuple(sorted(call.funcs))
+
+    # --- the tabulated dataflow -------------------------------------------------------------
+
+    def graph(self, fid: int, repeat: bool, funcs: Funcs) -> Graph:
+        key = (fid, repeat, funcs)
+        if key not in self.graphs:
+            self.graphs[key] = Graph(self.program.functions[fid], repeat, lambda call: self.call_summary(call, funcs))
+        return self.graphs[key]
+
+    def run(self, fid: int, target: str, entry: State, funcs: Funcs, repeat: bool = False) -> Outcome:
+        graph = self.graph(fid, repeat, funcs)
+        states: list[set[State]] = [set() for _ in graph.nodes]
+        states[graph.head].add(entry)
+        work = [(graph.head, entry)]
+        outcome = Outcome()
+        links = self.program.links
+        while work:
+            self.work += 1
+            if self.work > MAX_WORK:
+                raise CapReached
+            node, state = work.pop()
+            item = graph.nodes[node]
+            if isinstance(item, Event):
+                if item.kind is Kind.STEP and item.target == target:
+                    outcome.steps.setdefault((item.site,), (item, set()))[1].add(state)
+                outs = [transfer(item, state, target, links)]
+            elif isinstance(item, Call):
+                outs = self.apply(item, state, target, funcs, outcome)
+            else:
+                outs = [state]
+            for out in outs:
+                for succ, effect in graph.succ[node]:
+                    moved = out if effect is None else cross(effect, out, target)
+                    if moved is not None and moved not in states[succ]:
+                        states[succ].add(moved)
+                        work.append((succ, moved))
+        outcome.exits = states[graph.end]
+        return outcome
+
+    def apply(self, call: Call, state: State, target: str, funcs: Funcs, outcome: Outcome) -> list[State]:
+        """A call: the callee's summary for the state that enters it, re-rooted at the call."""
+        fid = self.callee(call, funcs)
+        if fid is None:
+            return [state]
+        callee = self.program.functions[fid]
+        handed = self.handed(call, funcs)
+        call = self.bound(call, funcs)
+        inner_target = inward(target, call, callee)
+        entry = _enter(state)
+        key = (fid, inner_target, entry, handed)
+        if key in self.active:
+            return [state]  # recursion: the call adds nothing the path into it did not hold
+        found = self.memo.get(key)
+        if found is None:
+            self.active.add(key)
+            try:
+                found = self.memo[key] = self.run(fid, inner_target, entry, handed)
+            finally:
+                self.active.discard(key)
+        if inner_target != NOBODY:
+            for chain, (event, states) in found.steps.items():
+                entry_states = outcome.steps.setdefault((call.site,) + chain, (event, set()))[1]
+                entry_states.update(_lift(s, call.site, state.facts) for s in states)
+        return [_lift(s, call.site, state.facts) for s in found.exits]
+
+    # --- one scope, standalone --------------------------------------------------------------
+
+    def analyse(self, fid: int, target: str) -> list[Verdict]:
+        """rules.md section 3: a scope entered with no gradients (the module body, a function no
+        finding may assume anything about); a step function runs again and again."""
+        function = self.program.functions[fid]
+        outcome = self.run(fid, target, START, (), repeat=function.step_function)
+        graph = self.graph(fid, function.step_function, ())
+        verdicts = []
+        for chain, (event, states) in sorted(outcome.steps.items()):
+            label = event.label if len(chain) == 1 else target
+            has_clear = self._clears_around(graph, chain[0], target)
+            verdicts.extend(judge_step(chain, label, states, target, has_clear))
+        return verdicts
+
+    def _clears_around(self, graph: Graph, site: int, target: str) -> bool:
+        """Whether the loop around `site` (or the whole scope) clears `target` on some path."""
+        for number, item in enumerate(graph.nodes):
+            if isinstance(item, (Event, Call)) and item.site == site:
+                loop = graph.loop_of[number]
+                summary = graph.summary(loop.body if loop is not None else graph.body)
+                return summary.clear_of(target) is not None or summary.maybe_clear
+        return False
+
+    def in_loop(self, fid: int, site: int) -> bool:
+        function = self.program.functions[fid]
+        graph = self.graph(fid, function.step_function, ())
+        return any(isinstance(item, (Event, Call)) and item.site == site and graph.loop_of[n] is not None
+                   for n, item in enumerate(graph.nodes))
+
+    def targets(self, fid: int) -> list[str]:
+        """The optimizers a scope steps, itself or through what it calls, in its own words."""
+        summary = self.static(fid)
+        return sorted(summary.steps) if summary.backward else []
+
+
+def inward(target: str, call: Call, callee: Function) -> str:
+    """The caller's optimizer as the callee names it."""
+    for param, key in call.bindings:
+        renamed = rebase(target, key, param)
+        if renamed is not None:
+            return renamed
+    root = root_of(target)
+    if root in callee.params or root in callee.local:
+        return NOBODY  # the callee's own name hides the caller's
+    return target
+
+
+def outward(key: str, call: Call, callee: Function) -> Optional[str]:
+    """The callee's optimizer as the caller names it (None: a local of the callee)."""
+    root = root_of(key)
+    for param, bound in call.bindings:
+        if param == root:
+            return bound + key[len(root):]
+    if root in callee.params or root in callee.local:
+        return None
+    return key
+
+
+def _enter(s: State) -> State:
+    """Into a callee: its conditions are its own, the caller's sites lead back out."""
+    return s._replace(facts=frozenset(), discard=_out(s.discard), skip=_out(s.skip), wiped=_out(s.wiped))
+
+
+def _out(chain: Optional[Chain]) -> Optional[Chain]:
+    return chain if chain is None or chain == () else (OUT,) + chain
+
+
+def _lift(s: State, site: int, facts: frozenset[tuple[str, int, bool]]) -> State:
+    return s._replace(facts=facts, discard=_up(s.discard, site), skip=_up(s.skip, site), wiped=_up(s.wiped, site))
+
+
+def _up(chain: Optional[Chain], site: int) -> Optional[Chain]:
+    if chain is None or chain == ():
+        return chain
+    return chain[1:] if chain[0] == OUT else (site,) + chain
