@@ -13,6 +13,7 @@ from typing import Optional
 import libcst as cst
 
 from .model import Test
+from .keys import counter_of  # noqa: F401  (re-exported)
 from .naming import root_of, text_of
 from .walk import nodes_in
 
@@ -121,10 +122,3 @@ def _phase(modulo: cst.BinaryOperation, equals: int) -> Optional[tuple[str, int]
     if not isinstance(counter, (cst.Name, cst.Attribute)):
         return None
     return f"mod:{text_of(counter)}%{text_of(modulo.right)}", equals - offset
-
-
-def counter_of(key: Optional[str]) -> Optional[str]:
-    """The counter of a modular key: "mod:self.step%k" -> "self.step"."""
-    if key is None or not key.startswith("mod:"):
-        return None
-    return key[4:].partition("%")[0]

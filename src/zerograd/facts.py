@@ -16,6 +16,7 @@ import libcst as cst
 from .naming import block_of, dotted, receiver_key, suites
 from .optimizers import (
     OptimizerTable,
+    NON_TORCH_ROOTS,
     is_engine_callee,
     is_foreign_autograd,
     is_optimizer_callee,
@@ -205,8 +206,8 @@ class Collector:
                 table.links.setdefault(key, set()).add(module)
         elif is_scaler_callee(qualified):
             table.scalers.add(key)
-        elif is_engine_callee(qualified):
-            table.engines.add(key)
+        elif is_engine_callee(qualified) or qualified.split(".", 1)[0] in NON_TORCH_ROOTS:
+            table.engines.add(key)  # its step() is not a torch optimizer's
         elif is_foreign_autograd(qualified):
             table.foreign.add(key)
         elif qualified in self.info.classes:

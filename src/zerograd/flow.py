@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, NamedTuple, Optional
 
+from .keys import counter_of, within
 from .model import Branch, Call, Event, Function, Jump, Kind, Loop, Node, Seq, Test, Try, children
 
 NO_GUARD, OTHER_GUARD, ACCUM_GUARD = 0, 1, 2
@@ -48,6 +49,7 @@ class ArmEffect:
     test: Optional[Test]
     arm: int
     summaries: tuple["Summary", ...]
+    counter: Optional[str] = None  # of an accumulation test, even when its outcome is not kept
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,11 @@ class Summary:
     clears: dict[str, Chain] = field(default_factory=dict)  # target -> first clear
     backward: bool = False
     jumps: bool = False
-    maybe_clear: bool = False
+    maybe: set[Optional[str]] = field(default_factory=set)  # modules cleared with no known link
+
+    @property
+    def maybe_clear(self) -> bool:
+        return bool(self.maybe)
 
     @property
     def empty(self) -> bool:
@@ -93,7 +99,11 @@ class Summary:
             self.clears.setdefault(target, site)
         self.backward |= other.backward
         self.jumps |= other.jumps and jumps
-        self.maybe_clear |= other.maybe_clear
+        self.maybe |= other.maybe
+
+    def may_clear(self, target: str, links: dict[str, frozenset[str]]) -> bool:
+        """Some clear here may clear `target` (its own, or a module's that may hold it)."""
+        return self.clear_of(target) is not None or any(not _unrelated(m, target, links) for m in self.maybe)
 
     def clear_of(self, target: str) -> Optional[Chain]:
         for cleared, chain in self.clears.items():
@@ -118,7 +128,7 @@ def summarize(node: Node, cache: dict[int, Summary], of_call: CallSummary) -> Su
         elif node.kind is Kind.CLEAR and node.target:
             result.clears[node.target] = (node.site,)
         elif node.kind is Kind.MAYBE_CLEAR:
-            result.maybe_clear = True
+            result.maybe.add(node.target)
     elif isinstance(node, Jump):
         result.jumps = True
     elif isinstance(node, Call):
@@ -225,7 +235,7 @@ class Graph:
         reached = False
         for index, arm in enumerate(node.arms):
             entry = self.node()
-            self.edge(at, entry, ArmEffect(test, index, summaries))
+            self.edge(at, entry, ArmEffect(test, index, summaries, counter_of(node.test.key if node.test else None)))
             last = self.build(arm, entry, exits)
             if last is not None:
                 self.edge(last, join)
@@ -372,8 +382,6 @@ def _cleared(s: State, chain: Chain) -> State:
 
 def _unrelated(module: Optional[str], target: str, links: dict[str, frozenset[str]]) -> bool:
     """`teacher.zero_grad()` is no clear of an optimizer known to hold `student`'s parameters."""
-    from .optimizers import within
-
     held = links.get(target)
     if module is None or not held:
         return False
@@ -431,17 +439,11 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
     guard, counter = s.guard, s.counter
     if s.pending and not s.foreign and skips_step:
         guard = ACCUM_GUARD if accumulation else OTHER_GUARD
-        counter = _counter(test) if accumulation else None
+        counter = effect.counter if accumulation else None
     skip = s.skip
     if s.stale and here.clear_of(target) is None and elsewhere:
         skip = elsewhere[0] if accumulation else ()
     return s._replace(guard=guard, skip=skip, facts=facts, counter=counter)
-
-
-def _counter(test: Optional[Test]) -> Optional[str]:
-    from .conditions import counter_of
-
-    return counter_of(test.key) if test is not None else None
 
 
 def _assume(facts: frozenset[tuple[str, int, bool]], test: Test, value: bool) -> Optional[frozenset[tuple[str, int, bool]]]:

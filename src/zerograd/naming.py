@@ -10,7 +10,7 @@ from typing import Iterable, Optional, Sequence, Union
 
 import libcst as cst
 
-from .optimizers import rebase, root_of  # noqa: F401  (keys are plain strings)
+from .keys import rebase, root_of  # noqa: F401  (keys are plain strings)
 
 _EMPTY_MODULE = cst.Module(body=[])
 Statement = Union[cst.BaseStatement, cst.BaseSmallStatement]

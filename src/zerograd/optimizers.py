@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
+from .keys import rebase, root_of, within  # noqa: F401  (re-exported)
 from .model import Settings
 
 # Optimizer classes outside torch.optim that training code commonly builds directly.
@@ -42,23 +43,6 @@ NON_TORCH_ROOTS = frozenset(
 # Autograd systems whose backward() does not write PyTorch's .grad (rules.md section 4).
 OTHER_AUTOGRAD_ROOTS = frozenset("mxnet warp jax tensorflow paddle mindspore chainer tinygrad micrograd mlx".split())
 _FOREIGN_TAPES = re.compile(r"(?:^|\.)(?:Tape|GradientTape)$")
-
-
-_ROOT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
-
-
-def root_of(key: str) -> str:
-    found = _ROOT.match(key)
-    return found.group(0) if found else ""
-
-
-def rebase(key: str, old: str, new: str) -> Optional[str]:
-    """`key` with its leading `old` replaced by `new` (`opt.x`, `opt` -> `self.o` gives `self.o.x`)."""
-    if key == old:
-        return new
-    if key.startswith(old) and key[len(old)] in ".[":
-        return new + key[len(old):]
-    return None
 
 
 def last_segment(receiver: str) -> str:
@@ -137,8 +121,3 @@ class OptimizerTable:
     def optimizers_of_module(self, module: str) -> list[str]:
         """Optimizers whose parameters all lie in `module` (built from it or from a part of it)."""
         return sorted(o for o, modules in self.links.items() if any(within(m, module) for m in modules))
-
-
-def within(part: str, whole: str) -> bool:
-    """`model.encoder` lies within `model` (and `model` within itself)."""
-    return part == whole or (part.startswith(whole) and part[len(whole)] in ".[")

@@ -30,7 +30,7 @@ from .flow import (
     transfer,
 )
 from .model import Call, Event, Function, Kind, Program
-from .optimizers import rebase, root_of
+from .keys import rebase, root_of
 
 MAX_WORK = 400_000  # state transfers per analysed scope and optimizer, callees included
 NOBODY = "<none>"  # the optimizer a callee cannot name: only its backward and unknown clears matter
@@ -76,7 +76,7 @@ class Analyzer:
         callee = self.program.functions[fid]
         inner = self.static(fid, self.handed(call, funcs))
         call = self.bound(call, funcs)
-        out = Summary(backward=inner.backward, maybe_clear=inner.maybe_clear)
+        out = Summary(backward=inner.backward, maybe=set(inner.maybe))
         out.steps = {k for k in (outward(t, call, callee) for t in inner.steps) if k is not None}
         for target, chain in inner.clears.items():
             key = outward(target, call, callee)
@@ -185,7 +185,7 @@ class Analyzer:
             if isinstance(item, (Event, Call)) and item.site == site:
                 loop = graph.loop_of[number]
                 summary = graph.summary(loop.body if loop is not None else graph.body)
-                return summary.clear_of(target) is not None or summary.maybe_clear
+                return summary.may_clear(target, self.program.links)
         return False
 
     def in_loop(self, fid: int, site: int) -> bool:

@@ -1,0 +1,35 @@
+"""Keys are plain strings: receivers as the analysis names them (`self.opt`, `opts[*]`) and
+condition keys (`mod:step%k`). These helpers take them apart without LibCST."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+_ROOT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+
+
+def root_of(key: str) -> str:
+    found = _ROOT.match(key)
+    return found.group(0) if found else ""
+
+
+def rebase(key: str, old: str, new: str) -> Optional[str]:
+    """`key` with its leading `old` replaced by `new` (`opt.x`, `opt` -> `self.o` gives `self.o.x`)."""
+    if key == old:
+        return new
+    if key.startswith(old) and key[len(old)] in ".[":
+        return new + key[len(old):]
+    return None
+
+
+def within(part: str, whole: str) -> bool:
+    """`model.encoder` lies within `model` (and `model` within itself)."""
+    return rebase(part, whole, whole) is not None
+
+
+def counter_of(key: Optional[str]) -> Optional[str]:
+    """The counter of a modular key: "mod:self.step%k" -> "self.step"."""
+    if key is None or not key.startswith("mod:"):
+        return None
+    return key[4:].partition("%")[0]
