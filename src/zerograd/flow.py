@@ -15,7 +15,9 @@ from typing import Callable, NamedTuple, Optional
 from .keys import counter_of, within
 from .model import Branch, Call, Event, Function, Jump, Kind, Loop, Node, Seq, Test, Try, children
 
-NO_GUARD, OTHER_GUARD, ACCUM_GUARD = 0, 1, 2
+# Why pending gradients may have skipped a step: nothing, another guard (a `continue`, an error),
+# an accumulation condition, or a partial window left by a loop whose counter restarts.
+NO_GUARD, OTHER_GUARD, ACCUM_GUARD, PARTIAL_WINDOW = 0, 1, 2, 3
 MAX_RESIDUE = 2  # modular facts further from the current phase than this are forgotten
 MAX_NODES = 20_000  # a bigger scope is not analysed (it reports nothing, and is counted)
 Chain = tuple[int, ...]  # sites from the analysed scope down to an event: calls, then the event
@@ -396,7 +398,7 @@ def cross(effect: object, s: State, target: str) -> Optional[State]:
     if isinstance(effect, ExitEffect):
         if s.guard == ACCUM_GUARD and (effect.micro or (s.counter is not None and s.counter in effect.targets)):
             # The counter restarts with the loop: what is left is a partial window, dropped on purpose.
-            return s._replace(guard=NO_GUARD if effect.micro else OTHER_GUARD, counter=None)
+            return s._replace(guard=NO_GUARD if effect.micro else PARTIAL_WINDOW, counter=None)
         return s
     if isinstance(effect, RaiseEffect) and s.pending:
         return s._replace(guard=OTHER_GUARD)

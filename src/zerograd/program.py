@@ -47,6 +47,16 @@ def build(module: Union[cst.Module, list[Chunk]], settings: Settings) -> tuple[P
     scopes = [_module_scope(builder, chunks, info)]
     for function, cls, (sites.chunk, sites.top) in placed:
         scopes.append(_function_scope(builder, function, cls, info))
+    # A parameter that callers pass an optimizer to is one (`def step(o): o.step()`): rebuild
+    # the functions whose parameters were found so, until nothing new is learnt.
+    for _ in range(3):
+        known = set(builder.optimizer_params)
+        stale = {f for f, _ in known}
+        for position, (function, cls, (sites.chunk, sites.top)) in enumerate(placed, start=1):
+            if id(function) in stale:
+                scopes[position] = _function_scope(builder, function, cls, info)
+        if builder.optimizer_params == known:
+            break
     program = Program(scopes, {k: frozenset(v) for k, v in info.table.links.items()})
     for position, (function, cls) in enumerate(functions, start=1):
         if _is_step_function(function, cls, builder, info):

@@ -58,6 +58,8 @@ class Builder:
         self.index = index  # id(FunctionDef) -> position in Program.functions
         self.unresolved: dict[str, bool] = {}  # method names called on unknown receivers -> scope clears
         self.called: set[int] = set()  # functions with a resolved caller
+        # Parameters some caller passes an optimizer to: `def step(o): o.step()` steps it.
+        self.optimizer_params: set[tuple[int, str]] = set()
 
     # --- statements -------------------------------------------------------------------------
 
@@ -234,6 +236,8 @@ class Builder:
         return event
 
     def is_optimizer(self, receiver: str, ctx: Context) -> bool:
+        if ctx.function is not None and (id(ctx.function), receiver) in self.optimizer_params:
+            return not self.info.table.is_excluded(receiver, True)  # evidence from the callers
         return self.info.table.is_optimizer(receiver, receiver in ctx.evidence)
 
     # --- calls ------------------------------------------------------------------------------
@@ -307,7 +311,10 @@ class Builder:
                 self.called.add(id(handed[0]))
                 funcs.append((name, self.index[id(handed[0])], handed[1] or ""))
             elif isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
-                bindings.append((name, self.key(arg.value, ctx)))
+                key = self.key(arg.value, ctx)
+                bindings.append((name, key))
+                if self.is_optimizer(key, ctx):
+                    self.optimizer_params.add((id(function), name))
         return Call(self.sites.site(call), self.index[id(function)], tuple(bindings), tuple(funcs))
 
     def resolve(self, func: cst.BaseExpression, ctx: Context) -> Optional[tuple[cst.FunctionDef, Optional[str]]]:
