@@ -1,19 +1,35 @@
-"""Mutation self-check: break correct training loops of the real corpus, count what is caught.
+"""Mutation self-check: break correct training code of the real corpus, count what is caught.
 
-    python benchmarks/mutate.py            # the table per mutation kind
-    python benchmarks/mutate.py --missed   # and every mutant that was not detected
+    python benchmarks/mutate.py [packages...]            # the table per mutation kind and scope
+    python benchmarks/mutate.py --missed [packages...]   # and every mutant that was not detected
 
-For every training loop of the pinned packages (realcode.lock.json) on which zerograd reports
-nothing, it writes buggy variants of the file and expects a finding with the given code whose
-line lies in the loop:
-- delete-clear: remove every `o.zero_grad()` statement of the loop (ZG001)
-- clear-before-step: move the clear to just before `o.step()` (ZG002)
+The sites are found on the CST by benchmarks/mutants.py, from the calls alone (not with
+zerograd's analysis, which is what is being tested): loops and functions that hold a backward,
+`X.step()` and `X.zero_grad()`. Only sites on which zerograd reports nothing are mutated; each
+mutant must be reported with the expected code on a line of the (mutated) site.
+
+Loops:
+- delete-clear: remove every `X.zero_grad()` of the loop (ZG001)
+- clear-before-step: move the clear to just before `X.step()`, after a backward (ZG002)
 - hoist-clear: move the clear above the loop (ZG001)
-- accumulation-every-iteration: a clear under an accumulation condition is moved to the top of
-  the loop body, so it runs every iteration while the step does not (ZG003)
-- drop-one-optimizer: in a loop with several optimizers, remove one optimizer's clears (ZG001)
-For each detected mutant it also asks whether a fix is offered (fixable) and whether `--fix`
-then removes the finding (repaired).
+- accumulation-every-iteration: a clear under an accumulation condition (`%`, `accum`) moves to
+  the top of the loop body, so it runs every iteration while the step does not (ZG003)
+- drop-one-optimizer: in a loop stepping several optimizers, remove one one's clears (ZG001)
+- dedent-step: a step that is a statement of the loop body moves after the loop; the clear stays
+  inside and runs every iteration for one step (ZG003)
+- accumulation-clear-before-last-backward: the conditional clear moves, under a copy of its
+  condition, to just before the statement of the first backward: the accumulated gradients are
+  wiped before the step that should apply them (ZG003)
+Functions (a backward, clear and step outside any loop of their own):
+- function-clear-before-step: the clear moves to just before the step (ZG002)
+- function-delete-clear: a step function (`train_step`, `update`, ... nobody here calls) loses
+  its clear (ZG005)
+Two loops in sequence (a function or module body):
+- two-phase-drop-clear: L1 clears before its backward and so ends with gradients in place; a
+  clear between L1 and L2 is all that protects L2, which clears only after its step; the mutant
+  deletes that clear (ZG004 or ZG001 at L2's step)
+For each detected mutant it also asks whether a fix is offered (fixable) and whether `--fix` then
+removes the finding (repaired). An exception raised by zerograd is counted as a crash.
 """
 
 from __future__ import annotations
@@ -21,9 +37,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
@@ -31,39 +47,359 @@ import libcst as cst  # noqa: E402
 from libcst.metadata import MetadataWrapper, PositionProvider  # noqa: E402
 
 from corpus import CACHE, extract as unpack, fetch, load_lock, python_files  # noqa: E402
+from mutants import (STEP_FUNCTION, Edit, Line, Scan, Site, accumulates, apply, assigned_in,  # noqa: E402
+                     called_here, lines_of, moved, names_in, scan)
 
 from zerograd.engine import lint_source  # noqa: E402
 from zerograd.fix import describe, fix_source  # noqa: E402
-from zerograd.events import classify, extract, receiver_key  # noqa: E402
-from zerograd.flow import analyse  # noqa: E402
-from zerograd.model import Kind, Settings  # noqa: E402
 
-KINDS = {
-    "delete-clear": "ZG001",
-    "clear-before-step": "ZG002",
-    "hoist-clear": "ZG001",
-    "accumulation-every-iteration": "ZG003",
-    "drop-one-optimizer": "ZG001",
+# (kind, scope) -> the codes of which one must be reported; the table's rows, in this order.
+ROWS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("delete-clear", "loop"): ("ZG001",),
+    ("clear-before-step", "loop"): ("ZG002",),
+    ("hoist-clear", "loop"): ("ZG001",),
+    ("accumulation-every-iteration", "loop"): ("ZG003",),
+    ("drop-one-optimizer", "loop"): ("ZG001",),
+    ("dedent-step", "loop"): ("ZG003",),
+    ("accumulation-clear-before-last-backward", "loop"): ("ZG003",),
+    ("function-clear-before-step", "function"): ("ZG002",),
+    ("function-delete-clear", "function"): ("ZG005",),
+    ("two-phase-drop-clear", "function"): ("ZG004", "ZG001"),
+    ("two-phase-drop-clear", "module"): ("ZG004", "ZG001"),
 }
-
-
-@dataclass
-class Statement:
-    line: int  # 1-based line of the statement
-    indent: str
-    text: str  # the statement's own line
-    receiver: str
-    under_accumulation: bool
 
 
 @dataclass
 class Mutant:
     kind: str
-    path: Path
+    scope: str
     source: str
-    first: int  # the loop's lines in the mutant
+    first: int  # the site's lines in the mutant
     last: int
     what: str
+
+    @property
+    def expect(self) -> tuple[str, ...]:
+        return ROWS[(self.kind, self.scope)]
+
+
+@dataclass
+class File:
+    """One module being mutated: its tree, positions, sites and the lines zerograd flags."""
+
+    path: Path
+    module: cst.Module
+    positions: dict  # type: ignore[type-arg]
+    sites: Scan
+    flagged: set[int]
+
+    def span(self, node: cst.CSTNode) -> tuple[int, int]:
+        where = self.positions[node]
+        return where.start.line, where.end.line
+
+    def clean(self, first: cst.CSTNode, last: Optional[cst.CSTNode] = None) -> bool:
+        """zerograd reports nothing from the start of `first` to the end of `last`."""
+        start, end = self.span(first)[0], self.span(last or first)[1]
+        return not any(start <= line <= end for line in self.flagged)
+
+    def mutant(self, kind: str, scope: str, site: cst.CSTNode, edit: Edit, what: str,
+               inserted: Sequence[cst.CSTNode] = ()) -> Optional[Mutant]:
+        """Apply the edit; the site's span is that of the edited site and what was inserted."""
+        edited, tracked = apply(self.module, edit, [site, *inserted])
+        source = edited.code
+        try:
+            compile(source, str(self.path), "exec")
+        except (SyntaxError, ValueError):
+            return None  # a mutant that does not parse tests nothing
+        positions = MetadataWrapper(edited, unsafe_skip_copy=True).resolve(PositionProvider)
+        first = min(positions[node].start.line for node in tracked)
+        last = max(positions[node].end.line for node in tracked)
+        return Mutant(kind, scope, source, first, last, what)
+
+
+def mutants(path: Path, source: str, flagged: set[int]) -> Iterator[Mutant]:
+    """Every mutant of one file's correct sites."""
+    try:
+        module = cst.parse_module(source)
+    except (cst.ParserSyntaxError, RecursionError):
+        return
+    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    file = File(path, module, positions, scan(module), flagged)
+    for site in file.sites.loops:
+        if file.clean(site.node):
+            yield from _drop_none(loop_mutants(file, site))
+    for site in file.sites.functions:
+        if file.clean(site.node):
+            yield from _drop_none(function_mutants(file, site))
+    yield from _drop_none(two_phase_mutants(file))
+
+
+def _drop_none(made: Iterator[Optional[Mutant]]) -> Iterator[Mutant]:
+    return (mutant for mutant in made if mutant is not None)
+
+
+# --- loops ----------------------------------------------------------------------------------
+
+
+def loop_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
+    loop, target, clears = site.node, site.target, site.clears()
+    deleted = {id(line.node) for line in clears}
+    yield file.mutant("delete-clear", "loop", loop, Edit(set(deleted)), f"delete {target}.zero_grad()")
+    if site.several:
+        yield file.mutant("drop-one-optimizer", "loop", loop, Edit(set(deleted)), f"drop {target}")
+    step = _step_after_backward(site)
+    if step is not None:
+        edit = Edit(set(deleted))
+        new = edit.insert(step.node, moved(clears[0].node))
+        yield file.mutant("clear-before-step", "loop", loop, edit, f"move {target}.zero_grad() before step", [new])
+    edit = Edit(set(deleted))
+    new = edit.insert(loop, moved(clears[0].node))
+    yield file.mutant("hoist-clear", "loop", loop, edit, f"hoist {target}.zero_grad()", [new])
+    yield _every_iteration(file, site)
+    yield _dedent_step(file, site)
+    yield _clear_before_last_backward(file, site)
+
+
+def _step_after_backward(site: Site) -> Optional[Line]:
+    """The first step of the target, a movable line with a backward before it in the site."""
+    seen_backward = False
+    for line in site.lines:
+        seen_backward = seen_backward or line.backward
+        if seen_backward and site.target in line.steps and line.movable and not line.nested:
+            return line
+    return None
+
+
+def _accumulated(line: Line) -> bool:
+    return any(accumulates(condition) for condition in line.conditions)
+
+
+def _every_iteration(file: File, site: Site) -> Optional[Mutant]:
+    """The clear of an accumulation loop moves to the top of the loop body."""
+    accumulated = [line for line in site.clears() if _accumulated(line)]
+    if not accumulated or not any(_accumulated(line) for line in site.steps()):
+        return None
+    edit = Edit({id(line.node) for line in site.clears()})
+    new = edit.insert(site.node.body.body[0], moved(accumulated[0].node))  # type: ignore[union-attr]
+    return file.mutant("accumulation-every-iteration", "loop", site.node, edit,
+                       f"clear {site.target} every iteration", [new])
+
+
+def _dedent_step(file: File, site: Site) -> Optional[Mutant]:
+    """The only step, a statement of the loop body itself, moves right after the loop."""
+    steps = site.steps()
+    body = site.node.body.body  # type: ignore[union-attr]
+    if len(steps) != 1 or not steps[0].movable or not any(steps[0].node is statement for statement in body):
+        return None
+    edit = Edit({id(steps[0].node)})
+    new = edit.insert(site.node, moved(steps[0].node), after=True)  # type: ignore[arg-type]
+    return file.mutant("dedent-step", "loop", site.node, edit, f"move {site.target} step after the loop", [new])
+
+
+def _clear_before_last_backward(file: File, site: Site) -> Optional[Mutant]:
+    """`if <test>: X.zero_grad()` goes before the body statement of the first backward; the
+    original conditional clear goes away."""
+    if not any(_accumulated(line) for line in site.steps()):
+        return None
+    clear = next((line for line in site.clears() if len(line.conditions) == 1 and accumulates(line.conditions[0])
+                  and any(line.node is s for s in line.conditions[0].body.body)), None)  # type: ignore[attr-defined]
+    first_backward = next((line for line in site.lines if line.backward), None)
+    if clear is None or first_backward is None:
+        return None
+    condition, body = clear.conditions[0], list(site.node.body.body)  # type: ignore[union-attr]
+    start, end = _index(body, first_backward.top), _index(body, clear.top)
+    if file.span(first_backward.top)[0] >= file.span(condition)[0] or _unstable(condition.test, body[start:end + 1]):
+        return None
+    edit = Edit({id(clear.node)})
+    guarded = cst.If(test=condition.test.deep_clone(), body=cst.IndentedBlock(body=[moved(clear.node)]))  # type: ignore[arg-type]
+    new = edit.insert(first_backward.top, guarded)
+    return file.mutant("accumulation-clear-before-last-backward", "loop", site.node, edit,
+                       f"clear {site.target} under `{_text(condition.test)}` before the backward", [new])
+
+
+def _unstable(test: cst.BaseExpression, statements: Sequence[cst.CSTNode]) -> bool:
+    """The test could read differently before the backward: a call in it, or a name in it
+    assigned by the statements it is moved across (`global_step += 1` after the backward)."""
+    has_call = any(isinstance(node, cst.Call) for node in _walk(test))
+    return has_call or bool(names_in(test) & assigned_in(statements))
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _index(body: Sequence[cst.CSTNode], statement: cst.CSTNode) -> int:
+    return next(i for i, s in enumerate(body) if s is statement)
+
+
+def _text(node: cst.CSTNode) -> str:
+    return " ".join(cst.Module(body=[]).code_for_node(node).split())
+
+
+# --- functions and two-phase bodies ---------------------------------------------------------
+
+
+def function_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
+    function, target, clears = site.node, site.target, site.clears()
+    name = function.name.value  # type: ignore[union-attr]
+    called = called_here(file.sites, name)
+    note = " (called here)" if called else ""
+    step = _step_after_backward(site)
+    if step is not None:
+        edit = Edit({id(line.node) for line in clears})
+        new = edit.insert(step.node, moved(clears[0].node))
+        yield file.mutant("function-clear-before-step", "function", function, edit,
+                          f"{name}: move {target}.zero_grad() before step{note}", [new])
+    # ZG005 speaks of step functions no function here calls: a caller would be checked instead.
+    if STEP_FUNCTION.fullmatch(name) and not called:
+        yield file.mutant("function-delete-clear", "function", function, Edit({id(line.node) for line in clears}),
+                          f"{name}: delete {target}.zero_grad()")
+
+
+def two_phase_mutants(file: File) -> Iterator[Optional[Mutant]]:
+    for scope, block in file.sites.blocks:
+        body = list(block.body)
+        loops = [(i, lines_of(s.body)) for i, s in enumerate(body) if isinstance(s, (cst.For, cst.While))]
+        for (i, first), (j, second) in zip(loops, loops[1:]):
+            between = lines_of(block, body[i + 1:j])
+            for target in sorted(_stepped(first) & _stepped(second)):
+                clear = _lone_clear(between, target, body[i + 1:j])
+                if clear is None or not _leaves_gradients(first, target) or not _clears_after_step(second, target):
+                    continue
+                if any(line.called & file.sites.clearing_helpers for line in second + between):
+                    continue
+                if file.clean(body[i], body[j]):
+                    yield file.mutant("two-phase-drop-clear", scope, body[j], Edit({id(clear.node)}),
+                                      f"delete {target}.zero_grad() between two loops")
+
+
+def _stepped(lines: list[Line]) -> set[str]:
+    if not any(line.backward for line in lines):
+        return set()
+    return {target for line in lines for target in line.steps}
+
+
+def _lone_clear(between: list[Line], target: str, statements: Sequence[cst.CSTNode]) -> Optional[Line]:
+    """The only clear of the target between the loops, a statement of the body itself."""
+    clears = [line for line in between if target in line.clears]
+    if len(clears) != 1 or not clears[0].movable or not any(clears[0].node is s for s in statements):
+        return None
+    return clears[0]
+
+
+def _leaves_gradients(lines: list[Line], target: str) -> bool:
+    """The first loop clears only before its first backward: its last gradients stay."""
+    backwards = [i for i, line in enumerate(lines) if line.backward]
+    clears = [i for i, line in enumerate(lines) if target in line.clears]
+    return bool(clears) and max(clears) < backwards[0]
+
+
+def _clears_after_step(lines: list[Line], target: str) -> bool:
+    """The second loop backpropagates, steps and only then clears."""
+    backwards = [i for i, line in enumerate(lines) if line.backward]
+    steps = [i for i, line in enumerate(lines) if target in line.steps]
+    clears = [i for i, line in enumerate(lines) if target in line.clears]
+    return bool(clears) and backwards[0] < steps[0] < min(clears)
+
+
+# --- measuring ------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    made: Counter = field(default_factory=Counter)  # type: ignore[type-arg]
+    caught: Counter = field(default_factory=Counter)  # type: ignore[type-arg]
+    claimed: Counter = field(default_factory=Counter)  # type: ignore[type-arg]
+    repaired: Counter = field(default_factory=Counter)  # type: ignore[type-arg]
+    crashed: Counter = field(default_factory=Counter)  # type: ignore[type-arg]
+    missed: list[str] = field(default_factory=list)
+    report_only: list[str] = field(default_factory=list)
+    files_crashed: list[str] = field(default_factory=list)
+
+
+class Crash(Exception):
+    """zerograd raised, or reported its own internal error (ZG901)."""
+
+
+def _lint(source: str) -> list:  # type: ignore[type-arg]
+    try:
+        findings = lint_source(source)
+    except Exception as error:  # noqa: BLE001  # any failure of the checker is a crash to count
+        raise Crash(repr(error)) from error
+    if any(f.code == "ZG901" for f in findings):
+        raise Crash("ZG901")
+    return findings
+
+
+def measure(mutant: Mutant, where: str, tally: Tally) -> None:
+    row = (mutant.kind, mutant.scope)
+    tally.made[row] += 1
+    label = f"{mutant.kind}: {where}:{mutant.first} ({mutant.what})"
+    try:
+        every = _lint(mutant.source)
+        found = [f for f in every if mutant.first <= f.line <= mutant.last]
+        if not any(f.code in mutant.expect for f in found):
+            tally.missed.append(f"{label} -> {','.join(sorted({f.code for f in found})) or 'nothing'}")
+            return
+        tally.caught[row] += 1
+        if not _claims_fix(mutant, every):
+            tally.report_only.append(label)
+            return
+        tally.claimed[row] += 1
+        tally.repaired[row] += _repaired(mutant, every)
+    except Exception as error:  # noqa: BLE001  # describe/fix_source may fail as well
+        tally.crashed[row] += 1
+        tally.missed.append(f"{label} -> crash {error}")
+
+
+def _claims_fix(mutant: Mutant, every: list) -> bool:  # type: ignore[type-arg]
+    """zerograd offers a fix for the expected finding (JSON's "fix" is not null)."""
+    marked = describe(mutant.source, every)
+    return any(f.code in mutant.expect and f.fix and mutant.first <= f.line <= mutant.last for f in marked)
+
+
+def _repaired(mutant: Mutant, every: list) -> int:  # type: ignore[type-arg]
+    """--fix removes every finding of the expected code from the file and adds none."""
+    after = _lint(fix_source(mutant.source).source)
+    return int(not any(f.code in mutant.expect for f in after) and len(after) <= len(every))
+
+
+def run(packages: Sequence[str]) -> Tally:
+    lock = load_lock("realcode.lock.json")
+    tally = Tally()
+    for package in packages or list(lock):
+        root = unpack(fetch(package, lock[package]))
+        for path in python_files(root):
+            try:
+                source = path.read_text(encoding="utf-8")
+            except (UnicodeDecodeError, OSError):
+                continue
+            if "backward" not in source or "zero_grad" not in source:
+                continue  # no site without both
+            where = str(path.relative_to(CACHE / "src"))
+            try:
+                flagged = {f.line for f in _lint(source)}
+            except Crash as error:
+                tally.files_crashed.append(f"{where}: {error}")
+                continue
+            for mutant in mutants(path, source, flagged):
+                measure(mutant, where, tally)
+    return tally
+
+
+def print_table(tally: Tally) -> None:
+    print(f"{'mutation':<40} {'scope':<9} {'expect':<11} {'mutants':>7} {'detected':>8} {'share':>7} "
+          f"{'fixable':>7} {'repaired':>8} {'crash':>5}")
+    for row, codes in ROWS.items():
+        made, caught = tally.made[row], tally.caught[row]
+        share = f"{100 * caught / made:.1f}%" if made else "-"
+        print(f"{row[0]:<40} {row[1]:<9} {'/'.join(codes):<11} {made:>7} {caught:>8} {share:>7} "
+              f"{tally.claimed[row]:>7} {tally.repaired[row]:>8} {tally.crashed[row]:>5}")
+    made, caught = sum(tally.made.values()), sum(tally.caught.values())
+    print(f"{'total':<40} {'':<9} {'':<11} {made:>7} {caught:>8} {100 * caught / max(made, 1):>6.1f}% "
+          f"{sum(tally.claimed.values()):>7} {sum(tally.repaired.values()):>8} {sum(tally.crashed.values()):>5}")
 
 
 def main() -> int:
@@ -71,221 +407,18 @@ def main() -> int:
     parser.add_argument("--missed", action="store_true", help="list every mutant not detected")
     parser.add_argument("packages", nargs="*")
     args = parser.parse_args()
-    lock = load_lock("realcode.lock.json")
-    made: Counter[str] = Counter()
-    caught: Counter[str] = Counter()
-    claimed: Counter[str] = Counter()
-    repaired: Counter[str] = Counter()
-    missed: list[str] = []
-    report_only: list[str] = []
-    loops = 0
-    for package in args.packages or list(lock):
-        root = unpack(fetch(package, lock[package]))
-        for path in python_files(root):
-            try:
-                source = path.read_text(encoding="utf-8")
-            except (UnicodeDecodeError, OSError):
-                continue
-            if "backward" not in source:
-                continue
-            for mutant in mutants(path, source):
-                made[mutant.kind] += 1
-                found = [f for f in lint_source(mutant.source) if mutant.first <= f.line <= mutant.last]
-                if any(f.code == KINDS[mutant.kind] for f in found):
-                    caught[mutant.kind] += 1
-                    if _claims_fix(mutant, found):
-                        claimed[mutant.kind] += 1
-                        repaired[mutant.kind] += _repaired(mutant)
-                    else:
-                        report_only.append(f"{mutant.kind}: {path.relative_to(CACHE / 'src')}:{mutant.first} "
-                                           f"({mutant.what})")
-                else:
-                    got = ",".join(sorted({f.code for f in found})) or "nothing"
-                    missed.append(f"{mutant.kind}: {path.relative_to(CACHE / 'src')}:{mutant.first} "
-                                  f"({mutant.what}) -> {got}")
-            loops += 1
-    print(f"{'mutation':<30} {'expect':>6} {'mutants':>8} {'detected':>9} {'share':>7} {'fixable':>8} {'repaired':>9}")
-    for kind, code in KINDS.items():
-        share = f"{100 * caught[kind] / made[kind]:.1f}%" if made[kind] else "-"
-        print(f"{kind:<30} {code:>6} {made[kind]:>8} {caught[kind]:>9} {share:>7} {claimed[kind]:>8} {repaired[kind]:>9}")
-    total_made, total_caught = sum(made.values()), sum(caught.values())
-    print(f"{'total':<30} {'':>6} {total_made:>8} {total_caught:>9} "
-          f"{100 * total_caught / max(total_made, 1):>6.1f}% {sum(claimed.values()):>8} {sum(repaired.values()):>9}")
-    if args.missed and missed:
+    tally = run(args.packages)
+    print_table(tally)
+    if tally.files_crashed:
+        print(f"\nfiles skipped, zerograd crashed on the original ({len(tally.files_crashed)}):")
+        print("\n".join(tally.files_crashed))
+    if args.missed and tally.missed:
         print("\nmissed:")
-        print("\n".join(missed))
-    if args.missed and report_only:
+        print("\n".join(tally.missed))
+    if args.missed and tally.report_only:
         print("\ndetected, but no fix offered (report-only):")
-        print("\n".join(report_only))
+        print("\n".join(tally.report_only))
     return 0
-
-
-def _claims_fix(mutant: Mutant, found: list) -> bool:  # type: ignore[type-arg]
-    """zerograd offers a fix for the expected finding (JSON's "fix" is not null)."""
-    marked = describe(mutant.source, lint_source(mutant.source))
-    return any(f.code == KINDS[mutant.kind] and f.fix and mutant.first <= f.line <= mutant.last for f in marked)
-
-
-def _repaired(mutant: Mutant) -> int:
-    """--fix removes every finding of the expected code from the file and adds none."""
-    fixed = fix_source(mutant.source)
-    after = lint_source(fixed.source)
-    return int(not any(f.code == KINDS[mutant.kind] for f in after) and len(after) <= len(lint_source(mutant.source)))
-
-
-def mutants(path: Path, source: str) -> Iterator[Mutant]:
-    """Mutants of every correct training loop in one file."""
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError:
-        return
-    analysis = extract(module, Settings())
-    positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    lines = source.splitlines(keepends=True)
-    for unit, targets in analysis.units:
-        loop = analysis.node(unit.site)
-        if unit.is_function or not isinstance(loop, (cst.For, cst.While)) or analyse(unit, targets):
-            continue
-        span = positions[loop]
-        clears = _clear_statements(loop, positions, lines)
-        steps = _step_lines(loop, positions)
-        direct = {t: [c for c in clears if _clears(c.receiver, t, analysis)] for t in targets}
-        for target in targets:
-            events = _count_clears(unit.body, target)
-            if not direct[target] or events != len(direct[target]):
-                continue  # a clear through a helper or a module we cannot attribute: skip
-            yield from _mutate(path, lines, span.start.line, span.end.line, target, direct[target],
-                               steps.get(target, []), len(targets) > 1, positions[loop].start.column)
-
-
-def _mutate(path: Path, lines: list[str], first: int, last: int, target: str, clears: list[Statement],
-            steps: list[int], several: bool, column: int) -> Iterator[Mutant]:
-    deleted = _replace(lines, {c.line: c.indent + "pass\n" for c in clears})
-    yield Mutant("delete-clear", path, deleted, first, last, f"delete {target}.zero_grad()")
-    if several:
-        yield Mutant("drop-one-optimizer", path, deleted, first, last, f"drop {target}")
-    clear = clears[0]
-    if steps:
-        step_line = steps[0]
-        indent = lines[step_line - 1][: len(lines[step_line - 1]) - len(lines[step_line - 1].lstrip())]
-        moved = _replace(lines, {c.line: c.indent + "pass\n" for c in clears},
-                         {step_line: indent + clear.text.lstrip()})
-        yield Mutant("clear-before-step", path, moved, first, last + 1, f"move {target}.zero_grad() before step")
-    hoisted = _replace(lines, {c.line: c.indent + "pass\n" for c in clears},
-                       {first: " " * column + clear.text.lstrip()})
-    yield Mutant("hoist-clear", path, hoisted, first + 1, last + 1, f"hoist {target}.zero_grad()")
-    accumulated = [c for c in clears if c.under_accumulation]
-    body_line = _first_body_line(lines, first)
-    if accumulated and body_line is not None:
-        indent = lines[body_line - 1][: len(lines[body_line - 1]) - len(lines[body_line - 1].lstrip())]
-        every = _replace(lines, {c.line: c.indent + "pass\n" for c in clears},
-                         {body_line: indent + clear.text.lstrip()})
-        yield Mutant("accumulation-every-iteration", path, every, first, last + 1,
-                     f"clear {target} every iteration")
-
-
-def _replace(lines: list[str], replaced: dict[int, str], inserted: Optional[dict[int, str]] = None) -> str:
-    out = []
-    for number, line in enumerate(lines, start=1):
-        if inserted and number in inserted:
-            out.append(inserted[number] if inserted[number].endswith("\n") else inserted[number] + "\n")
-        out.append(replaced.get(number, line))
-    return "".join(out)
-
-
-def _first_body_line(lines: list[str], first: int) -> Optional[int]:
-    """The first statement line of the loop body (the header may span lines: find its colon)."""
-    number = first
-    while number <= len(lines) and not lines[number - 1].split("#")[0].rstrip().endswith(":"):
-        number += 1
-    for candidate in range(number + 1, min(number + 30, len(lines)) + 1):
-        text = lines[candidate - 1].strip()
-        if text and not text.startswith("#"):
-            return candidate
-    return None
-
-
-class _Finder(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.found: list[tuple[cst.SimpleStatementLine, bool]] = []
-        self.accumulation = 0
-
-    def visit_If(self, node: cst.If) -> None:
-        self.accumulation += _accumulates(node)
-
-    def leave_If(self, original_node: cst.If) -> None:
-        self.accumulation -= _accumulates(original_node)
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
-        return False
-
-    def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-        self.found.append((node, self.accumulation > 0))
-
-
-def _accumulates(node: cst.If) -> bool:
-    """An accumulation condition around a step, with the backward outside it (a block that also
-    does its own backward, like TD3's delayed actor update, is no accumulation)."""
-    if not classify(node.test).accumulation:
-        return False
-    return ".backward(" not in cst.Module(body=[]).code_for_node(node.body)
-
-
-def _statements(loop: cst.CSTNode) -> list[tuple[cst.SimpleStatementLine, bool]]:
-    finder = _Finder()
-    loop.body.visit(finder)  # type: ignore[attr-defined]
-    return finder.found
-
-
-def _call(statement: cst.SimpleStatementLine, method: str) -> Optional[cst.Call]:
-    if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Expr):
-        return None
-    call = statement.body[0].value
-    if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == method:
-        return call
-    return None
-
-
-def _clear_statements(loop: cst.CSTNode, positions, lines: list[str]) -> list[Statement]:  # type: ignore[no-untyped-def]
-    found = []
-    for statement, accumulated in _statements(loop):
-        call = _call(statement, "zero_grad")
-        if call is None:
-            continue
-        line = positions[statement].start.line
-        text = lines[line - 1]
-        if text.strip().startswith(("if ", "for ", "while ", "with ", "try", "else", "elif")):
-            continue  # a one-line suite: not a line of its own
-        indent = text[: len(text) - len(text.lstrip())]
-        found.append(Statement(line, indent, text, receiver_key(call.func.value), accumulated))  # type: ignore[attr-defined]
-    return found
-
-
-def _step_lines(loop: cst.CSTNode, positions) -> dict[str, list[int]]:  # type: ignore[no-untyped-def]
-    steps: dict[str, list[int]] = {}
-    for statement, _ in _statements(loop):
-        call = _call(statement, "step")
-        if call is None:
-            continue
-        receiver = receiver_key(call.func.value)  # type: ignore[attr-defined]
-        if "scaler" in receiver.lower() and call.args:
-            receiver = receiver_key(call.args[0].value)
-        steps.setdefault(receiver, []).append(positions[statement].start.line)
-    return steps
-
-
-def _clears(receiver: str, target: str, analysis) -> bool:  # type: ignore[no-untyped-def]
-    return receiver == target
-
-
-def _count_clears(node, target: str) -> int:  # type: ignore[no-untyped-def]
-    from zerograd.model import Event, Inline, children
-
-    if isinstance(node, Event):
-        return int(node.kind in (Kind.CLEAR, Kind.MAYBE_CLEAR) and node.target in (target, None))
-    if isinstance(node, Inline):
-        return 99  # events of a helper: not a statement we can move
-    return sum(_count_clears(child, target) for child in children(node))
 
 
 if __name__ == "__main__":

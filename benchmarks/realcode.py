@@ -49,7 +49,8 @@ def main() -> int:
         return 0
     lock = load_lock(LOCK)
     chosen = args.packages or list(lock)
-    header = f"{'package':<32} {'files':>6} {'loops':>6} {'stepfn':>6} " + " ".join(f"{c:>5}" for c in CODES)
+    header = (f"{'package':<32} {'files':>6} {'scopes':>6} {'stepfn':>6} {'capped':>6} "
+              + " ".join(f"{c:>5}" for c in CODES))
     print(header)
     totals: Counter[str] = Counter()
     details = []
@@ -63,22 +64,26 @@ def main() -> int:
             if source is None:
                 continue
             report = inspect_source(source)
-            row["loops"] += report.loops
+            row["scopes"] += report.scopes
             row["stepfn"] += report.step_functions
+            row["capped"] += report.capped
             for finding in unsuppressed(report.findings, source.splitlines()):
                 row[finding.code] += 1
                 relative = path.relative_to(CACHE / "src")
                 details.append(f"{relative}:{finding.line}:{finding.col + 1}: {finding.code} {finding.message}")
         totals.update(row)
         name = f"{package}=={lock[package]['version']}"
-        print(f"{name:<32} {row['files']:>6} {row['loops']:>6} {row['stepfn']:>6} "
-              + " ".join(f"{row[c]:>5}" for c in CODES))
-    print(f"{'total':<32} {totals['files']:>6} {totals['loops']:>6} {totals['stepfn']:>6} "
-          + " ".join(f"{totals[c]:>5}" for c in CODES))
+        print(_row(name, row))
+    print(_row("total", totals))
     print(f"({time.perf_counter() - started:.1f} s)")
     if args.findings:
         print("\n".join(details))
     return 0
+
+
+def _row(name: str, row: "Counter[str]") -> str:
+    counts = [row[c] for c in ("files", "scopes", "stepfn", "capped")]
+    return f"{name:<32} " + " ".join(f"{n:>6}" for n in counts) + " " + " ".join(f"{row[c]:>5}" for c in CODES)
 
 
 def _decodable(path: Path) -> bool:

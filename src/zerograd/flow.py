@@ -15,9 +15,10 @@ from typing import Callable, NamedTuple, Optional
 from .keys import counter_of, within
 from .model import Branch, Call, Event, Function, Jump, Kind, Loop, Node, Seq, Test, Try, children
 
-# Why pending gradients may have skipped a step: nothing, another guard (a `continue`, an error),
-# an accumulation condition, or a partial window left by a loop whose counter restarts.
-NO_GUARD, OTHER_GUARD, ACCUM_GUARD, PARTIAL_WINDOW = 0, 1, 2, 3
+# Why pending gradients may have skipped a step: nothing, a branch not taken, an accumulation
+# condition, a partial window left by a loop, or a jump (`continue`, `return`) that skipped the
+# rest of the iteration: only the last leaves gradients behind for the next step (ZG004).
+NO_GUARD, OTHER_GUARD, ACCUM_GUARD, PARTIAL_WINDOW, SKIP_GUARD = 0, 1, 2, 3, 4
 MAX_RESIDUE = 2  # modular facts further from the current phase than this are forgotten
 MAX_NODES = 20_000  # a bigger scope is not analysed (it reports nothing, and is counted)
 Chain = tuple[int, ...]  # sites from the analysed scope down to an event: calls, then the event
@@ -257,7 +258,8 @@ class Graph:
         micro = inner.backward and not inner.steps
         back = BackEffect(node.moves | node.targets, micro=micro, closure=node.closure)
         to_head: Wire = lambda n: self.edge(n, head, back)
-        body_exits = Exits(lambda n: self.edge(n, done), to_head, exits.ret, exits.exc)
+        leave = ExitEffect(frozenset(), micro=False)  # `break`
+        body_exits = Exits(lambda n: self.edge(n, done, leave), to_head, exits.ret, exits.exc)
         last = self.build(node.body, first, body_exits)
         if last is not None:
             to_head(last)
@@ -396,6 +398,9 @@ def cross(effect: object, s: State, target: str) -> Optional[State]:
     if isinstance(effect, BackEffect):
         return _around(effect, s)
     if isinstance(effect, ExitEffect):
+        if s.guard in (OTHER_GUARD, SKIP_GUARD):
+            # A guard that left the loop (`break`, or its end) kept nothing for its next step.
+            return s._replace(guard=PARTIAL_WINDOW)
         if s.guard == ACCUM_GUARD and (effect.micro or (s.counter is not None and s.counter in effect.targets)):
             # The counter restarts with the loop: what is left is a partial window, dropped on purpose.
             return s._replace(guard=NO_GUARD if effect.micro else PARTIAL_WINDOW, counter=None)
@@ -413,7 +418,7 @@ def _around(effect: BackEffect, s: State) -> State:
     guard, counter = s.guard, s.counter
     if effect.micro and s.pending and not s.foreign:
         guard = ACCUM_GUARD
-    if s.pending and s.guard == OTHER_GUARD and not s.foreign and not effect.micro:
+    if s.pending and s.guard == SKIP_GUARD and not s.foreign and not effect.micro:
         # Gradients that a `continue` (or a handled error) kept from both the step and the
         # clear are left over for the next step: they leak into it (ZG004).
         return s._replace(facts=facts, stale=True, skip=(), counter=None)
@@ -440,7 +445,7 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
     skips_step = here.jumps or (target not in here.steps and any(target in sm.steps for sm in effect.summaries))
     guard, counter = s.guard, s.counter
     if s.pending and not s.foreign and skips_step:
-        guard = ACCUM_GUARD if accumulation else OTHER_GUARD
+        guard = ACCUM_GUARD if accumulation else (SKIP_GUARD if here.jumps else OTHER_GUARD)
         counter = effect.counter if accumulation else None
     skip = s.skip
     if s.stale and here.clear_of(target) is None and elsewhere:

@@ -162,6 +162,10 @@ class Builder:
                 cleared = self._clear_idiom(node, owner, inner)
                 if cleared is not None:
                     return cleared
+            name, collection = element_name(node.target, node.iter), collection_key(node.iter)
+            if name is not None and collection is not None:
+                # The loop variable is an entry of the collection, whatever it names elsewhere.
+                inner = replace(inner, aliases=((name, self.key_text(collection, ctx)),) + inner.aliases)
             targets = frozenset(bound_names(node.target))
             infinite = False
         else:
@@ -387,17 +391,27 @@ class Builder:
             # The optimizer evaluates the closure once (SGD, Adam) or many times (LBFGS): the
             # gradients of one evaluation must not leak into the next.
             once = receiver in table.single_evaluation
-            items.append(closure if once else Loop(Seq((closure,)), closure.site, collection=True, closure=True))
+            items.append(closure if once else Loop(closure, self.sites.site(call), collection=True, closure=True))
         items.append(self.event(Kind.STEP, call, ctx, receiver, text_of(node)))
         return items
 
-    def _closure(self, call: cst.Call, ctx: Context) -> Optional[Call]:
+    def _closure(self, call: cst.Call, ctx: Context) -> Optional[Seq]:
+        """What evaluating the closure handed to `step()` does: a function of this module, a
+        lambda's calls, or, for one we cannot see, a possible clear and a backward (it proves
+        nothing either way)."""
         for arg in call.args:
-            if arg.keyword is None or arg.keyword.value == "closure":
-                found = self.resolve(arg.value, ctx) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
-                if found is not None and id(found[0]) in self.index:
-                    self.called.add(id(found[0]))
-                    return Call(self.sites.site(arg.value), self.index[id(found[0])])
+            if arg.keyword is not None and arg.keyword.value != "closure":
+                continue
+            value = arg.value
+            if isinstance(value, cst.Lambda):
+                return Seq(tuple(self.expression_events(value.body, ctx)))
+            found = self.resolve(value, ctx) if isinstance(value, (cst.Name, cst.Attribute)) else None
+            if found is not None and id(found[0]) in self.index:
+                self.called.add(id(found[0]))
+                return Seq((Call(self.sites.site(value), self.index[id(found[0])]),))
+            if found is None:
+                return Seq((self.event(Kind.MAYBE_CLEAR, value, replace(ctx, gate=None)), self.event(Kind.BACKWARD, value, ctx)))
+            return None
         return None
 
     def _clear(self, node: cst.CSTNode, receiver: str, ctx: Context) -> list[Node]:
