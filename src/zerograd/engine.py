@@ -147,7 +147,7 @@ def _findings(program: "Program", analyzer: "Analyzer", found: "dict[int, list[V
     goes wrong, at the call that leads to the event."""
     callees = {call.site: call.callee for function in program.functions for call in calls_of(function.body)}
     explained = {fid: {(v.kind, v.chain) for v in verdicts} for fid, verdicts in found.items()}
-    reported: dict[tuple[str, int], str] = {}
+    reported: dict[tuple[str, int], tuple[str, str, int]] = {}
     for fid, verdicts in found.items():
         function = program.functions[fid]
         for verdict in verdicts:
@@ -156,11 +156,12 @@ def _findings(program: "Program", analyzer: "Analyzer", found: "dict[int, list[V
                 continue
             stepper = function.step_function and not analyzer.in_loop(fid, verdict.chain[0])
             code = code_for(verdict, stepper)
-            reported.setdefault((code, verdict.chain[0]), verdict.label)
+            line = sites.locate(verdict.note).line if verdict.note is not None else 0
+            reported.setdefault((code, verdict.chain[0]), (verdict.label, verdict.kind, line))
     # A clear right before the step also wipes accumulated micro-batches; ZG002 says it better.
     findings = [
-        Finding(code, message(code, label), sites.locate(site))
-        for (code, site), label in reported.items()
+        Finding(code, message(code, label, kind, line), sites.locate(site))
+        for (code, site), (label, kind, line) in reported.items()
         if not (code == "ZG003" and ("ZG002", site) in reported)
     ]
     return sorted(findings, key=lambda f: (f.line, f.col, f.code))

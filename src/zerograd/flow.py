@@ -42,6 +42,7 @@ class State(NamedTuple):
     foreign: bool = False  # the pending gradients were used by another optimizer's step
     wiped: Optional[Chain] = None  # a clear that threw away accumulated gradients
     counter: Optional[str] = None  # the counter of the accumulation guard, when known
+    zeroed: Optional[Chain] = None  # a clear that zeroed pending gradients in place, on some path
 
 
 START = State(False, False, NO_GUARD, None, None, frozenset())
@@ -86,6 +87,7 @@ class Summary:
     backward: bool = False
     jumps: bool = False
     maybe: set[Optional[str]] = field(default_factory=set)  # modules cleared with no known link
+    partial: Optional[Chain] = None  # a write of one named parameter's .grad
 
     @property
     def maybe_clear(self) -> bool:
@@ -103,6 +105,7 @@ class Summary:
         self.backward |= other.backward
         self.jumps |= other.jumps and jumps
         self.maybe |= other.maybe
+        self.partial = self.partial or other.partial
 
     def may_clear(self, target: str, links: dict[str, frozenset[str]]) -> bool:
         """Some clear here may clear `target` (its own, or a module's that may hold it)."""
@@ -132,6 +135,8 @@ def summarize(node: Node, cache: dict[int, Summary], of_call: CallSummary) -> Su
             result.clears[node.target] = (node.site,)
         elif node.kind is Kind.MAYBE_CLEAR:
             result.maybe.add(node.target)
+        elif node.kind is Kind.PARTIAL:
+            result.partial = (node.site,)
     elif isinstance(node, Jump):
         result.jumps = True
     elif isinstance(node, Call):
@@ -356,15 +361,16 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     kind = event.kind
     if kind is Kind.BACKWARD:
         # The guard survives: another loss's backward (a GAN's) does not undo a skipped step.
-        return s._replace(pending=True, discard=None, foreign=False)
+        return s._replace(pending=True, discard=None, foreign=False, zeroed=None)
     if kind is Kind.STEP and event.target == target:
-        return s._replace(stale=True, pending=False, guard=NO_GUARD, discard=None, skip=None, wiped=None, counter=None)
+        return s._replace(stale=True, pending=False, guard=NO_GUARD, discard=None, skip=None, wiped=None, counter=None,
+                          zeroed=None)
     if kind is Kind.STEP and s.pending:
         # Another optimizer stepped on these gradients: they were its loss's (TD3's critic), so
         # skipping this optimizer's step afterwards is no accumulation.
         return s._replace(foreign=True)
     if kind is Kind.CLEAR and event.target is not None and covers(event.target, target):
-        return _cleared(s, (event.site,))
+        return _cleared(s, (event.site,), event.zeroes)
     if kind is Kind.BUILD and event.target == target:
         return s._replace(stale=False, skip=None)
     if kind is Kind.MAYBE_CLEAR and not _unrelated(event.target, target, links):
@@ -373,15 +379,18 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     return s
 
 
-def _cleared(s: State, chain: Chain) -> State:
+def _cleared(s: State, chain: Chain, zeroes: bool = False) -> State:
     discard = chain if s.pending and s.guard == NO_GUARD else s.discard
+    # Zeroed in place, a skipped update still moves the weights (momentum, weight decay); set to
+    # None, the optimizer skips every parameter without a gradient (rules.md section 4).
+    zeroed = chain if s.pending and zeroes else s.zeroed
     # Wiping gradients whose step an accumulation condition skipped is ZG003 if a step follows;
     # a later clear of pending gradients makes the earlier wipe moot.
     wiped = s.wiped
     if s.pending:
         wiped = chain if s.guard == ACCUM_GUARD else None
     return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=discard, skip=None,
-                      foreign=False, wiped=wiped, counter=None)
+                      foreign=False, wiped=wiped, counter=None, zeroed=zeroed)
 
 
 def _unrelated(module: Optional[str], target: str, links: dict[str, frozenset[str]]) -> bool:
@@ -499,13 +508,15 @@ def _mentions(key: str, names: frozenset[str]) -> bool:
 class Verdict(NamedTuple):
     """A finding in the dataflow's own words; rules.py turns it into a coded message."""
 
-    kind: str  # "never_cleared" | "skipped_clear" | "cleared_before_step" | "frequency_mismatch"
+    kind: str  # never_cleared, skipped_clear, cleared_before_step, zeroed_before_step, frequency_mismatch
     chain: Chain  # where it is reported, from the analysed scope down
     target: str
     label: str  # the optimizer as written
+    note: Optional[int] = None  # a site the message names (the partial clear)
 
 
-def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_clear: bool) -> list[Verdict]:
+def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_clear: bool,
+               partial: Optional[Chain] = None) -> list[Verdict]:
     found = []
     wiped = sorted({s.wiped for s in incoming if s.wiped is not None})
     found += [Verdict("frequency_mismatch", c, target, label) for c in wiped]
@@ -515,8 +526,14 @@ def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_
         found += [Verdict("frequency_mismatch", c, target, label) for c in skipped]
     elif leaking:
         kind = "skipped_clear" if has_clear or any(s.skip == () for s in leaking) else "never_cleared"
-        found.append(Verdict(kind, chain, target, label))
+        if kind == "never_cleared" and partial is not None:
+            found.append(Verdict("partially_cleared", chain, target, label, partial[0]))
+        else:
+            found.append(Verdict(kind, chain, target, label))
+    discards: list[Chain] = []
     if not any(s.pending for s in incoming):
         discards = sorted({s.discard for s in incoming if s.discard is not None})
         found += [Verdict("cleared_before_step", c, target, label) for c in discards]
+    zeroed = sorted({s.zeroed for s in incoming if s.zeroed is not None} - set(discards))
+    found += [Verdict("zeroed_before_step", c, target, label) for c in zeroed]
     return found

@@ -27,6 +27,7 @@ class Event:
     site: int  # index of the event's own node (where it is reported)
     target: Optional[str] = None  # optimizer key for STEP / CLEAR
     label: str = ""  # the optimizer as written in the code, for messages
+    zeroes: bool = False  # a clear that zeroes in place (set_to_none=False, p.grad.zero_())
 
 
 @dataclass(frozen=True)

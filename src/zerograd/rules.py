@@ -66,19 +66,33 @@ FIXABLE = ("ZG001", "ZG002", "ZG003")  # codes fix.py can repair (interface.md, 
 _CODE_OF_VERDICT = {
     "never_cleared": "ZG001",
     "cleared_before_step": "ZG002",
+    "zeroed_before_step": "ZG002",
     "frequency_mismatch": "ZG003",
     "skipped_clear": "ZG004",
+    "partially_cleared": "ZG001",
 }
 
 
 def code_for(verdict: Verdict, in_step_function: bool) -> str:
-    if verdict.kind == "never_cleared" and in_step_function:
+    if verdict.kind in ("never_cleared", "partially_cleared") and in_step_function:
         return "ZG005"
     return _CODE_OF_VERDICT[verdict.kind]
 
 
-def message(code: str, optimizer: str) -> str:
-    return RULES[code].message.format(o=optimizer)
+# Messages for a verdict that says more than its code's usual message.
+_VARIANTS = {
+    "zeroed_before_step": "'{o}' is zeroed in place after backward() and before {o}.step() on some path, so the "
+    "step still moves the weights (momentum, weight decay); set the gradients to None "
+    "({o}.zero_grad(set_to_none=True)) or skip the step",
+    "partially_cleared": "gradients of '{o}' are never cleared in this loop: the .grad write at line {line} "
+    "clears one parameter only; call {o}.zero_grad() before backward() or after step()",
+}
+
+
+def message(code: str, optimizer: str, kind: str = "", line: int = 0) -> str:
+    if code == "ZG005" and kind == "partially_cleared":
+        kind = ""
+    return _VARIANTS.get(kind, RULES[code].message).format(o=optimizer, line=line)
 
 
 @dataclass(frozen=True)

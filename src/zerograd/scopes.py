@@ -233,8 +233,9 @@ class Builder:
                 return value + key[len(root):]
         return key
 
-    def event(self, kind: Kind, node: cst.CSTNode, ctx: Context, target: Optional[str] = None, label: str = "") -> Node:
-        event = Event(kind, self.sites.site(node), target, label or target or "")
+    def event(self, kind: Kind, node: cst.CSTNode, ctx: Context, target: Optional[str] = None, label: str = "",
+              zeroes: bool = False) -> Node:
+        event = Event(kind, self.sites.site(node), target, label or target or "", zeroes)
         if ctx.gate is not None and kind in (Kind.STEP, Kind.CLEAR):
             return Branch((Seq((event,)), Seq()), ctx.gate)
         return event
@@ -271,7 +272,9 @@ class Builder:
                 return []  # a Warp or TensorFlow tape
             return [self.event(Kind.BACKWARD, call, ctx)]
         if name == "zero_grad":
-            return self._clear(call, self.key(func.value, ctx), ctx)
+            zeroes = any(a.keyword is not None and a.keyword.value == "set_to_none" and text_of(a.value) == "False"
+                         for a in call.args)
+            return self._clear(call, self.key(func.value, ctx), ctx, zeroes)
         if name == "step":
             return self._step(call, func.value, ctx)
         if name == "optimizer_step" and call.args:
@@ -414,18 +417,18 @@ class Builder:
             return None
         return None
 
-    def _clear(self, node: cst.CSTNode, receiver: str, ctx: Context) -> list[Node]:
+    def _clear(self, node: cst.CSTNode, receiver: str, ctx: Context, zeroes: bool = False) -> list[Node]:
         if self.is_optimizer(receiver, ctx):
-            return [self.event(Kind.CLEAR, node, ctx, receiver)]
-        return self._module_clear(node, receiver, ctx)
+            return [self.event(Kind.CLEAR, node, ctx, receiver, zeroes=zeroes)]
+        return self._module_clear(node, receiver, ctx, zeroes)
 
-    def _module_clear(self, node: cst.CSTNode, module: Optional[str], ctx: Context) -> list[Node]:
+    def _module_clear(self, node: cst.CSTNode, module: Optional[str], ctx: Context, zeroes: bool = False) -> list[Node]:
         # A module's own zero_grad() is not gated by accelerate: it runs every iteration.
         ungated = replace(ctx, gate=None)
         linked = self.info.table.optimizers_of_module(module) if module is not None else []
         if not linked:
             return [self.event(Kind.MAYBE_CLEAR, node, ungated, module)]
-        return [self.event(Kind.CLEAR, node, ungated, target) for target in linked]
+        return [self.event(Kind.CLEAR, node, ungated, target, zeroes=zeroes) for target in linked]
 
     def _owner_of(self, iterator: cst.BaseExpression, ctx: Context) -> Optional[Owner]:
         """Whose parameters `for p in <iterator>` visits: `m.parameters()`, `o.param_groups`,
@@ -450,13 +453,14 @@ class Builder:
             return None
         if any(isinstance(n, (Call, Loop)) for n in _nodes_in(body)):
             return None
-        return self._owner_clear(node, owner, ctx)
+        zeroes = any(e.zeroes for e in _events_in(body))
+        return self._owner_clear(node, owner, ctx, zeroes)
 
-    def _owner_clear(self, node: cst.CSTNode, owner: Owner, ctx: Context) -> list[Node]:
+    def _owner_clear(self, node: cst.CSTNode, owner: Owner, ctx: Context, zeroes: bool = False) -> list[Node]:
         kind, key = owner
         if kind in ("optimizer", "group"):
-            return [self.event(Kind.CLEAR, node, ctx, key)] if self.is_optimizer(key, ctx) else []
-        return self._module_clear(node, key, ctx)
+            return [self.event(Kind.CLEAR, node, ctx, key, zeroes=zeroes)] if self.is_optimizer(key, ctx) else []
+        return self._module_clear(node, key, ctx, zeroes)
 
     def _grad_write(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
         """rules.md section 4: a write of a parameter's .grad over a module's parameters or an
@@ -465,17 +469,18 @@ class Builder:
         written = _grad_written(node)
         if written is None:
             return []
-        holder, replaces = written
+        holder, replaces, zeroes = written
         owner = dict(ctx.owners).get(holder) if isinstance(holder, str) else None
         if owner is None and not isinstance(holder, str):
             return [self.event(Kind.PARTIAL, node, ctx)]  # `model.head.weight.grad.zero_()`
-        cleared = self._owner_clear(node, owner, ctx) if owner is not None else [
+        cleared = self._owner_clear(node, owner, ctx, zeroes) if owner is not None else [
             self.event(Kind.MAYBE_CLEAR, node, replace(ctx, gate=None))]
         return cleared + ([self.event(Kind.BACKWARD, node, ctx)] if replaces else [])
 
 
-def _grad_written(node: cst.CSTNode) -> Optional[tuple[object, bool]]:
-    """(`p` as a str for a bare name, else the expression; whether a new gradient is written)."""
+def _grad_written(node: cst.CSTNode) -> Optional[tuple[object, bool, bool]]:
+    """(`p` as a str for a bare name, else the expression; whether a new gradient is written;
+    whether the old one is zeroed in place rather than set to None)."""
     if isinstance(node, cst.Assign) and len(node.targets) == 1:
         target = node.targets[0].target
         if not (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
@@ -483,9 +488,9 @@ def _grad_written(node: cst.CSTNode) -> Optional[tuple[object, bool]]:
         if ".grad" in text_of(node.value):
             return None  # `p.grad = p.grad / n`: scaling
         value = node.value
-        zero = (isinstance(value, cst.Name) and value.value == "None") or (
-            isinstance(value, cst.Call) and text_of(value.func).rsplit(".", 1)[-1] in _ZEROS)
-        return _holder(target.value), not zero
+        none = isinstance(value, cst.Name) and value.value == "None"
+        zeros = isinstance(value, cst.Call) and text_of(value.func).rsplit(".", 1)[-1] in _ZEROS
+        return _holder(target.value), not (none or zeros), zeros
     if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute):
         func, args = node.value.func, node.value.args
         grad = func.value
@@ -494,12 +499,12 @@ def _grad_written(node: cst.CSTNode) -> Optional[tuple[object, bool]]:
         if not (isinstance(grad, cst.Attribute) and grad.attr.value == "grad"):
             return None
         if func.attr.value == "zero_":
-            return _holder(grad.value), False
+            return _holder(grad.value), False, True
         if func.attr.value == "fill_" and args:
             zero = isinstance(args[0].value, (cst.Integer, cst.Float)) and float(args[0].value.value) == 0
-            return _holder(grad.value), not zero
+            return _holder(grad.value), not zero, zero
         if func.attr.value == "copy_":
-            return _holder(grad.value), True
+            return _holder(grad.value), True, False
     return None
 
 

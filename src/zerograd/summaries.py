@@ -77,6 +77,7 @@ class Analyzer:
         inner = self.static(fid, self.handed(call, funcs))
         call = self.bound(call, funcs)
         out = Summary(backward=inner.backward, maybe=set(inner.maybe))
+        out.partial = None if inner.partial is None else (call.site,) + inner.partial
         out.steps = {k for k in (outward(t, call, callee) for t in inner.steps) if k is not None}
         for target, chain in inner.clears.items():
             key = outward(target, call, callee)
@@ -175,18 +176,19 @@ class Analyzer:
         verdicts = []
         for chain, (event, states) in sorted(outcome.steps.items()):
             label = event.label if len(chain) == 1 else target
-            has_clear = self._clears_around(graph, chain[0], target)
-            verdicts.extend(judge_step(chain, label, states, target, has_clear))
+            around = self._around(graph, chain[0])
+            has_clear = around is not None and around.may_clear(target, self.program.links)
+            partial = around.partial if around is not None else None
+            verdicts.extend(judge_step(chain, label, states, target, has_clear, partial))
         return verdicts
 
-    def _clears_around(self, graph: Graph, site: int, target: str) -> bool:
-        """Whether the loop around `site` (or the whole scope) clears `target` on some path."""
+    def _around(self, graph: Graph, site: int) -> Optional[Summary]:
+        """What the loop around `site` (or the whole scope) does: does it clear at all?"""
         for number, item in enumerate(graph.nodes):
             if isinstance(item, (Event, Call)) and item.site == site:
                 loop = graph.loop_of[number]
-                summary = graph.summary(loop.body if loop is not None else graph.body)
-                return summary.may_clear(target, self.program.links)
-        return False
+                return graph.summary(loop.body if loop is not None else graph.body)
+        return None
 
     def in_loop(self, fid: int, site: int) -> bool:
         function = self.program.functions[fid]
@@ -225,7 +227,8 @@ def outward(key: str, call: Call, callee: Function) -> Optional[str]:
 
 def _enter(s: State) -> State:
     """Into a callee: its conditions are its own, the caller's sites lead back out."""
-    return s._replace(facts=frozenset(), discard=_out(s.discard), skip=_out(s.skip), wiped=_out(s.wiped))
+    return s._replace(facts=frozenset(), discard=_out(s.discard), skip=_out(s.skip), wiped=_out(s.wiped),
+                      zeroed=_out(s.zeroed))
 
 
 def _out(chain: Optional[Chain]) -> Optional[Chain]:
@@ -233,7 +236,8 @@ def _out(chain: Optional[Chain]) -> Optional[Chain]:
 
 
 def _lift(s: State, site: int, facts: frozenset[tuple[str, int, bool]]) -> State:
-    return s._replace(facts=facts, discard=_up(s.discard, site), skip=_up(s.skip, site), wiped=_up(s.wiped, site))
+    return s._replace(facts=facts, discard=_up(s.discard, site), skip=_up(s.skip, site), wiped=_up(s.wiped, site),
+                      zeroed=_up(s.zeroed, site))
 
 
 def _up(chain: Optional[Chain], site: int) -> Optional[Chain]:

@@ -1,0 +1,31 @@
+"""Messages that say more than their code's usual line (rules.md v2 section 4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from zerograd import lint_source
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def messages(name: str) -> dict[int, str]:
+    return {f.line: f.message for f in lint_source((FIXTURES / name).read_text(encoding="utf-8"))}
+
+
+def test_partial_clear_is_named() -> None:
+    found = messages("zg001_scopes.py")
+    text = next(m for m in found.values() if "one parameter" in m)
+    assert "the .grad write at line 58 clears one parameter only" in text
+
+
+def test_in_place_clear_under_a_guard_says_to_set_none() -> None:
+    found = messages("zg002_scopes.py")
+    assert "zeroed in place" in found[82] and "set_to_none=True" in found[82]
+    assert "zeroed in place" not in found[16]
+
+
+def test_a_helper_bug_is_reported_once_at_the_helper() -> None:
+    """update_alpha is called from two methods; its own clear is reported once, nowhere else."""
+    found = messages("zg002_scopes.py")
+    assert [line for line, text in found.items() if "alpha_optim" in text] == [16]
