@@ -14,7 +14,8 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .flow import TooBig, Verdict
+from .flow import Verdict
+from .graph import TooBig
 from .model import Finding, Settings, Span, calls_of
 from .rules import code_for, message
 from .summaries import CapReached

@@ -1,35 +1,24 @@
-"""The dataflow of rules.md section 4 within one scope (no LibCST, no codes).
+"""The dataflow of rules.md section 4: what one event or edge does to a path state, and what
+the states reaching a step say (no LibCST, no codes).
 
-A scope's IR becomes a control-flow graph whose nodes hold at most one event or call and whose
-edges may carry an effect (taking a branch arm, going around a loop's back edge, leaving a loop,
-raising). For one optimizer at a time, a may-analysis propagates *sets* of path states; keeping
-whole path states (instead of one merged bit vector) is what tells which guard skipped a step or
-a clear. Calls are applied by summaries.py; this module only says what one node does.
+For one optimizer at a time, a may-analysis propagates *sets* of path states over a scope's
+graph (graph.py); keeping whole path states instead of one merged bit vector is what tells which
+guard skipped a step or a clear. summaries.py runs it and applies calls.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Callable, NamedTuple, Optional
+from typing import NamedTuple, Optional
 
-from .keys import counter_of, within
-from .model import Branch, Call, Event, Function, Jump, Kind, Loop, Node, Seq, Test, Try, children
+from .graph import ArmEffect, BackEffect, Chain, ExitEffect, RaiseEffect, covers, unrelated
+from .model import Event, Kind, Test
 
 # Why pending gradients may have skipped a step: nothing, a branch not taken, an accumulation
 # condition, a partial window left by a loop, or a jump (`continue`, `return`) that skipped the
 # rest of the iteration: only the last leaves gradients behind for the next step (ZG004).
 NO_GUARD, OTHER_GUARD, ACCUM_GUARD, PARTIAL_WINDOW, SKIP_GUARD = 0, 1, 2, 3, 4
 MAX_RESIDUE = 2  # modular facts further from the current phase than this are forgotten
-MAX_NODES = 20_000  # a bigger scope is not analysed (it reports nothing, and is counted)
-Chain = tuple[int, ...]  # sites from the analysed scope down to an event: calls, then the event
 OUT = -1  # first link of a chain that leads out of a callee, back into its caller
-
-
-def covers(cleared: str, target: str) -> bool:
-    """A clear of `opts[*]` (every entry, e.g. `for o in opts: o.zero_grad()`) clears `opts["g"]`."""
-    if cleared == target:
-        return True
-    return cleared.endswith("[*]") and target.startswith(cleared[:-2])
 
 
 class State(NamedTuple):
@@ -46,312 +35,6 @@ class State(NamedTuple):
 
 
 START = State(False, False, NO_GUARD, None, None, frozenset())
-
-
-@dataclass(frozen=True)
-class ArmEffect:
-    test: Optional[Test]
-    arm: int
-    summaries: tuple["Summary", ...]
-    counter: Optional[str] = None  # of an accumulation test, even when its outcome is not kept
-
-
-@dataclass(frozen=True)
-class BackEffect:
-    moves: frozenset[str]  # names that change between iterations
-    micro: bool  # an inner loop that only accumulates (backward, no step)
-    closure: bool = False  # a closure evaluated again by the same step
-    everything: bool = False  # a step function's implicit loop: every counter moves on
-
-
-@dataclass(frozen=True)
-class ExitEffect:
-    """Leaving a loop: a window that an accumulation guard left open is judged afresh when its
-    counter restarts with the loop (a partial window dropped), or after a micro-batch loop."""
-
-    targets: frozenset[str]
-    micro: bool
-
-
-@dataclass(frozen=True)
-class RaiseEffect:
-    pass
-
-
-@dataclass
-class Summary:
-    """What a piece of IR can do (calls included), used to judge which branch arms matter."""
-
-    steps: set[str] = field(default_factory=set)
-    clears: dict[str, Chain] = field(default_factory=dict)  # target -> first clear
-    backward: bool = False
-    jumps: bool = False
-    maybe: set[Optional[str]] = field(default_factory=set)  # modules cleared with no known link
-    partial: Optional[Chain] = None  # a write of one named parameter's .grad
-
-    @property
-    def maybe_clear(self) -> bool:
-        return bool(self.maybe)
-
-    @property
-    def empty(self) -> bool:
-        """Nothing in it changes the dataflow: it can be left out of the graph."""
-        return not (self.steps or self.clears or self.backward or self.jumps or self.maybe_clear)
-
-    def add(self, other: "Summary", jumps: bool = True) -> None:
-        self.steps |= other.steps
-        for target, site in other.clears.items():
-            self.clears.setdefault(target, site)
-        self.backward |= other.backward
-        self.jumps |= other.jumps and jumps
-        self.maybe |= other.maybe
-        self.partial = self.partial or other.partial
-
-    def may_clear(self, target: str, links: dict[str, frozenset[str]]) -> bool:
-        """Some clear here may clear `target` (its own, or a module's that may hold it)."""
-        return self.clear_of(target) is not None or any(not _unrelated(m, target, links) for m in self.maybe)
-
-    def clear_of(self, target: str) -> Optional[Chain]:
-        for cleared, chain in self.clears.items():
-            if covers(cleared, target):
-                return chain
-        return None
-
-
-CallSummary = Callable[[Call], Summary]
-
-
-def summarize(node: Node, cache: dict[int, Summary], of_call: CallSummary) -> Summary:
-    found = cache.get(id(node))
-    if found is not None:
-        return found
-    result = Summary()
-    if isinstance(node, Event):
-        if node.kind is Kind.BACKWARD:
-            result.backward = True
-        elif node.kind is Kind.STEP and node.target:
-            result.steps.add(node.target)
-        elif node.kind is Kind.CLEAR and node.target:
-            result.clears[node.target] = (node.site,)
-        elif node.kind is Kind.MAYBE_CLEAR:
-            result.maybe.add(node.target)
-        elif node.kind is Kind.PARTIAL:
-            result.partial = (node.site,)
-    elif isinstance(node, Jump):
-        result.jumps = True
-    elif isinstance(node, Call):
-        result.add(of_call(node), jumps=False)
-    else:
-        for child in children(node):
-            result.add(summarize(child, cache, of_call))
-    cache[id(node)] = result
-    return result
-
-
-Wire = Callable[[int], None]
-
-
-@dataclass(frozen=True)
-class Exits:
-    """Where each kind of jump goes from the current position."""
-
-    brk: Optional[Wire]
-    cont: Optional[Wire]
-    ret: Wire
-    exc: Optional[Wire]  # None: exceptions leave the scope and are not followed
-
-
-class TooBig(Exception):
-    pass
-
-
-class Graph:
-    """The control-flow graph of one scope; `repeat` closes it into a loop (a step function)."""
-
-    def __init__(self, function: Function, repeat: bool, of_call: CallSummary) -> None:
-        self.nodes: list[Optional[Node]] = []  # an Event, a Call, or None
-        self.succ: list[list[tuple[int, object]]] = []
-        self.loop_of: list[Optional[Loop]] = []  # innermost loop of the scope around each node
-        self.cache: dict[int, Summary] = {}
-        self.of_call = of_call
-        self.body = function.body
-        self.keys = _tested_twice(function.body, self.cache, of_call)
-        self._loops: list[Loop] = []
-        self.head = self.node()
-        self.end = self.node()
-        back = BackEffect(frozenset(), micro=False, everything=True)
-        done: Wire = (lambda n: self.edge(n, self.head, back)) if repeat else (lambda n: self.edge(n, self.end))
-        last = self.build(function.body, self.head, Exits(brk=None, cont=None, ret=done, exc=None))
-        if last is not None:
-            done(last)
-        if repeat:
-            self.edge(self.head, self.end)
-
-    def summary(self, node: Node) -> Summary:
-        return summarize(node, self.cache, self.of_call)
-
-    def node(self, item: Optional[Node] = None) -> int:
-        if len(self.nodes) >= MAX_NODES:
-            raise TooBig
-        self.nodes.append(item)
-        self.succ.append([])
-        self.loop_of.append(self._loops[-1] if self._loops else None)
-        return len(self.nodes) - 1
-
-    def edge(self, a: int, b: int, effect: object = None) -> None:
-        self.succ[a].append((b, effect))
-
-    def build(self, node: Node, at: int, exits: Exits) -> Optional[int]:
-        """Wire `node` after graph node `at`; return where control continues (None: nowhere)."""
-        if isinstance(node, Seq):
-            current: Optional[int] = at
-            for item in node.items:
-                if current is None:
-                    return None
-                current = self.build(item, current, exits)
-            return current
-        if isinstance(node, (Event, Call)):
-            # An exception is raised by a backward, a step or a call (which then has no effect)
-            # or by code before it; zero_grad() is not expected to raise.
-            if exits.exc is not None and not (isinstance(node, Event) and node.kind is Kind.CLEAR):
-                exits.exc(at)
-            n = self.node(node)
-            self.edge(at, n)
-            return n
-        if isinstance(node, Jump):
-            wire = {"break": exits.brk, "continue": exits.cont, "return": exits.ret, "raise": exits.exc}[node.kind]
-            if wire is not None:
-                wire(at)
-            return None
-        if isinstance(node, (Branch, Loop, Try)) and self.summary(node).empty:
-            return at  # no event and no jump inside: it cannot change any state
-        if isinstance(node, Branch):
-            return self._branch(node, at, exits)
-        if isinstance(node, Loop):
-            return self._loop(node, at, exits)
-        if isinstance(node, Try):
-            return self._try(node, at, exits)
-        raise TypeError(node)
-
-    def _branch(self, node: Branch, at: int, exits: Exits) -> Optional[int]:
-        summaries = tuple(self.summary(arm) for arm in node.arms)
-        test = node.test
-        if test is not None and test.key not in self.keys:
-            # Tested once: its outcome correlates with nothing.
-            test = Test(test.accumulation, None, invariant=test.invariant)
-        join = self.node()
-        reached = False
-        for index, arm in enumerate(node.arms):
-            entry = self.node()
-            self.edge(at, entry, ArmEffect(test, index, summaries, counter_of(node.test.key if node.test else None)))
-            last = self.build(arm, entry, exits)
-            if last is not None:
-                self.edge(last, join)
-                reached = True
-        return join if reached else None
-
-    def _loop(self, node: Loop, at: int, exits: Exits) -> Optional[int]:
-        if node.closure:
-            return self._evaluations(node, at, exits)
-        self._loops.append(node)
-        head, done, first = self.node(), self.node(), self.node()
-        inner = self.summary(node.body)
-        # A loop that only clears or steps (`for opt in optimizers: opt.zero_grad()`) runs over a
-        # collection that is not empty: it is entered at its body, never skipped.
-        self.edge(at, first if node.collection and (not inner.backward or node.closure) else head)
-        self.edge(head, first)
-        micro = inner.backward and not inner.steps
-        back = BackEffect(node.moves | node.targets, micro=micro, closure=node.closure)
-        to_head: Wire = lambda n: self.edge(n, head, back)
-        leave = ExitEffect(frozenset(), micro=False)  # `break`
-        body_exits = Exits(lambda n: self.edge(n, done, leave), to_head, exits.ret, exits.exc)
-        last = self.build(node.body, first, body_exits)
-        if last is not None:
-            to_head(last)
-        self._loops.pop()
-        if not node.infinite:
-            leave = self.node()
-            self.edge(head, leave, ExitEffect(node.targets, micro))
-            after_else = self.build(node.orelse, leave, exits)
-            if after_else is not None:
-                self.edge(after_else, done)
-        return done
-
-    def _evaluations(self, node: Loop, at: int, exits: Exits) -> Optional[int]:
-        """A closure that the step evaluates one or more times: each evaluation after the first
-        starts from the gradients the one before it left (which the step has used)."""
-        first, done = self.node(), self.node()
-        self.edge(at, first)
-        last = self.build(node.body, first, exits)
-        if last is None:
-            return None
-        self.edge(last, first, BackEffect(frozenset(), micro=False, closure=True))
-        self.edge(last, done)
-        return done
-
-    def _try(self, node: Try, at: int, exits: Exits) -> Optional[int]:
-        if not node.final.items:
-            return self._try_except(node, at, exits)
-
-        def through_final(wire: Optional[Wire]) -> Optional[Wire]:
-            """Jumps of one kind out of the try run one shared copy of the finally block."""
-            if wire is None:
-                return None
-            landing: list[int] = []
-
-            def go(n: int) -> None:
-                if not landing:
-                    landing.append(self.node())
-                    last = self.build(node.final, landing[0], exits)
-                    if last is not None:
-                        wire(last)
-                self.edge(n, landing[0])
-
-            return go
-
-        inner = Exits(through_final(exits.brk), through_final(exits.cont),
-                      through_final(exits.ret) or exits.ret, through_final(exits.exc))
-        last = self._try_except(node, at, inner)
-        return None if last is None else self.build(node.final, last, exits)
-
-    def _try_except(self, node: Try, at: int, exits: Exits) -> Optional[int]:
-        if not node.handlers:
-            last = self.build(node.body, at, exits)
-            return None if last is None else self.build(node.orelse, last, exits)
-        dispatch = self.node()
-        raise_here: Wire = lambda n: self.edge(n, dispatch, RaiseEffect())
-        raise_here(at)
-        last = self.build(node.body, at, Exits(exits.brk, exits.cont, exits.ret, raise_here))
-        join = self.node()
-        reached = False
-        if last is not None:
-            after = self.build(node.orelse, last, exits)
-            if after is not None:
-                self.edge(after, join)
-                reached = True
-        for handler in node.handlers:
-            end = self.build(handler, dispatch, exits)
-            if end is not None:
-                self.edge(end, join)
-                reached = True
-        if exits.exc is not None:
-            exits.exc(dispatch)
-        return join if reached else None
-
-
-def _tested_twice(body: Seq, cache: dict[int, Summary], of_call: CallSummary) -> frozenset[str]:
-    """Condition keys tested by two or more branches that hold events: only their outcomes are
-    remembered, so the path states do not multiply for conditions that correlate with nothing."""
-    seen: set[str] = set()
-    twice: set[str] = set()
-    stack: list[Node] = [body]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, Branch) and node.test is not None and node.test.key is not None:
-            if not summarize(node, cache, of_call).empty:
-                (twice if node.test.key in seen else seen).add(node.test.key)
-        stack.extend(children(node))
-    return frozenset(twice)
 
 
 # --- what one node and one edge do ---------------------------------------------------------
@@ -373,7 +56,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         return _cleared(s, (event.site,), event.zeroes)
     if kind is Kind.BUILD and event.target == target:
         return s._replace(stale=False, skip=None)
-    if kind is Kind.MAYBE_CLEAR and not _unrelated(event.target, target, links):
+    if kind is Kind.MAYBE_CLEAR and not unrelated(event.target, target, links):
         # A possible clear ends stale gradients but never proves a misplaced clear.
         return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None, foreign=False)
     return s
@@ -391,14 +74,6 @@ def _cleared(s: State, chain: Chain, zeroes: bool = False) -> State:
         wiped = chain if s.guard == ACCUM_GUARD else None
     return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=discard, skip=None,
                       foreign=False, wiped=wiped, counter=None, zeroed=zeroed)
-
-
-def _unrelated(module: Optional[str], target: str, links: dict[str, frozenset[str]]) -> bool:
-    """`teacher.zero_grad()` is no clear of an optimizer known to hold `student`'s parameters."""
-    held = links.get(target)
-    if module is None or not held:
-        return False
-    return not any(within(m, module) for m in held)
 
 
 def cross(effect: object, s: State, target: str) -> Optional[State]:

@@ -7,13 +7,15 @@ naming.py and judged with the optimizer table the first pass (facts.py) filled.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Optional, Sequence, Union
 
 import libcst as cst
 
 from .conditions import classify, names_of
-from .facts import ClassInfo, FunctionFacts, ModuleInfo
+from .calls import Calls, Context, Owner
+from .facts import ModuleInfo
+from .grads import grad_written
 from .model import Branch, Call, Event, Jump, Kind, Loop, Node, Seq, Test, Try
 from .naming import (
     assigned_names,
@@ -33,25 +35,9 @@ from .sites import Sites
 # the closure it calls).
 ALWAYS_TRUE = frozenset({"torch.is_grad_enabled"})
 DIST_AUTOGRAD = "torch.distributed.autograd"
-_ZEROS = frozenset({"zeros_like", "zeros", "new_zeros"})
-Owner = tuple[str, str]  # ("module" | "optimizer" | "group", key): whose parameters a loop visits
 
 
-@dataclass(frozen=True)
-class Context:
-    """Where the builder stands inside one scope."""
-
-    function: Optional[cst.FunctionDef] = None  # None: the module body
-    cls: Optional[ClassInfo] = None
-    aliases: tuple[tuple[str, str], ...] = ()  # local name -> the receiver it stands for
-    conditions: tuple[tuple[str, cst.BaseExpression], ...] = ()  # flag -> the test it holds
-    gate: Optional[Test] = None  # inside `with accelerator.accumulate(...)`
-    moves: Optional[frozenset[str]] = None  # names the innermost loop assigns (None: no loop)
-    owners: tuple[tuple[str, Owner], ...] = ()  # loop variable -> whose parameters it visits
-    evidence: frozenset[str] = frozenset()  # receivers both stepped and cleared: optimizers
-
-
-class Builder:
+class Builder(Calls):
     def __init__(self, info: ModuleInfo, sites: Sites, index: dict[int, int]) -> None:
         self.info = info
         self.sites = sites
@@ -284,98 +270,6 @@ class Builder:
             return []  # judged as a statement: _grad_write
         return None
 
-    def _resolved_call(self, call: cst.Call, ctx: Context) -> list[Node]:
-        resolved = self.resolve(call.func, ctx)
-        if resolved is None:
-            func = call.func
-            if isinstance(func, cst.Name) and ctx.function is not None and func.value in self._facts(ctx).parameters:
-                return [Call(self.sites.site(call), -1, param=func.value)]
-            if isinstance(func, cst.Attribute):
-                clears = bool(self._facts(ctx).cleared)
-                self.unresolved[func.attr.value] = self.unresolved.get(func.attr.value, False) or clears
-            return []
-        function, receiver = resolved
-        self.called.add(id(function))
-        if id(function) not in self.index:
-            return []  # it performs no event, directly or through what it calls
-        return [self._call_node(call, function, receiver, ctx)]
-
-    def _call_node(self, call: cst.Call, function: cst.FunctionDef, receiver: Optional[str], ctx: Context) -> Call:
-        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
-        bindings: list[tuple[str, str]] = []
-        if receiver is not None and params and params[0] in ("self", "cls"):
-            bindings.append((params[0], receiver))
-            params = params[1:]
-        funcs: list[tuple[str, int, str]] = []
-        for position, arg in enumerate(call.args):
-            if arg.star:
-                break
-            name = arg.keyword.value if arg.keyword else (params[position] if position < len(params) else None)
-            if name is None:
-                continue
-            handed = self.resolve(arg.value, ctx) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
-            if handed is not None and id(handed[0]) in self.index:
-                self.called.add(id(handed[0]))
-                funcs.append((name, self.index[id(handed[0])], handed[1] or ""))
-            elif isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
-                key = self.key(arg.value, ctx)
-                bindings.append((name, key))
-                if self.is_optimizer(key, ctx):
-                    self.optimizer_params.add((id(function), name))
-        return Call(self.sites.site(call), self.index[id(function)], tuple(bindings), tuple(funcs))
-
-    def resolve(self, func: cst.BaseExpression, ctx: Context) -> Optional[tuple[cst.FunctionDef, Optional[str]]]:
-        """The function of this module a callee names, and the receiver bound to its `self`:
-        lexical names, `self`/`cls` methods (base classes of this module too), methods of
-        instances of this module's classes (`t = Trainer()`, `self.agent = Agent()`)."""
-        if isinstance(func, cst.Name):
-            scope = ctx.function
-            while scope is not None:
-                facts = self.info.facts[id(scope)]
-                if func.value in facts.nested:
-                    return facts.nested[func.value], None
-                if func.value in facts.parameters:
-                    return None
-                scope = facts.parent
-            found = self.info.functions.get(func.value)
-            return (found, None) if found is not None else None
-        if not isinstance(func, cst.Attribute):
-            return None
-        receiver = self.key(func.value, ctx)
-        if receiver in ("self", "cls") and ctx.cls is not None:
-            method = self.method(ctx.cls, func.attr.value)
-            return (method, receiver) if method is not None else None
-        cls = self._instance_class(receiver, ctx)
-        if cls is not None:
-            method = self.method(cls, func.attr.value)
-            return (method, receiver) if method is not None else None
-        return None
-
-    def _instance_class(self, receiver: str, ctx: Context) -> Optional[ClassInfo]:
-        name = None
-        if receiver.startswith("self.") and ctx.cls is not None:
-            name = ctx.cls.attributes.get(receiver)
-        scope = ctx.function
-        while name is None and scope is not None:
-            facts = self.info.facts[id(scope)]
-            name = facts.instances.get(receiver)
-            scope = facts.parent
-        name = name or self.info.module.instances.get(receiver)
-        return self.info.classes.get(name) if name else None
-
-    def method(self, cls: ClassInfo, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
-        if name in cls.methods:
-            return cls.methods[name]
-        for base in cls.bases if depth < 5 else ():
-            info = self.info.classes.get(base.rsplit(".", 1)[-1])
-            found = self.method(info, name, depth + 1) if info is not None and info is not cls else None
-            if found is not None:
-                return found
-        return None
-
-    def _facts(self, ctx: Context) -> FunctionFacts:
-        return self.info.facts_of(ctx.function)
-
     # --- steps and clears -------------------------------------------------------------------
 
     def _step(self, call: cst.Call, node: cst.BaseExpression, ctx: Context) -> list[Node]:
@@ -466,7 +360,7 @@ class Builder:
         """rules.md section 4: a write of a parameter's .grad over a module's parameters or an
         optimizer's groups clears it; a write that puts a new gradient there (`copy_`, `= g`) is a
         clear followed by a gradient; scaling (`mul_`, `p.grad = p.grad / n`) is neither."""
-        written = _grad_written(node)
+        written = grad_written(node)
         if written is None:
             return []
         holder, replaces, zeroes = written
@@ -476,40 +370,6 @@ class Builder:
         cleared = self._owner_clear(node, owner, ctx, zeroes) if owner is not None else [
             self.event(Kind.MAYBE_CLEAR, node, replace(ctx, gate=None))]
         return cleared + ([self.event(Kind.BACKWARD, node, ctx)] if replaces else [])
-
-
-def _grad_written(node: cst.CSTNode) -> Optional[tuple[object, bool, bool]]:
-    """(`p` as a str for a bare name, else the expression; whether a new gradient is written;
-    whether the old one is zeroed in place rather than set to None)."""
-    if isinstance(node, cst.Assign) and len(node.targets) == 1:
-        target = node.targets[0].target
-        if not (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
-            return None
-        if ".grad" in text_of(node.value):
-            return None  # `p.grad = p.grad / n`: scaling
-        value = node.value
-        none = isinstance(value, cst.Name) and value.value == "None"
-        zeros = isinstance(value, cst.Call) and text_of(value.func).rsplit(".", 1)[-1] in _ZEROS
-        return _holder(target.value), not (none or zeros), zeros
-    if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute):
-        func, args = node.value.func, node.value.args
-        grad = func.value
-        if isinstance(grad, cst.Attribute) and grad.attr.value == "data":
-            grad = grad.value
-        if not (isinstance(grad, cst.Attribute) and grad.attr.value == "grad"):
-            return None
-        if func.attr.value == "zero_":
-            return _holder(grad.value), False, True
-        if func.attr.value == "fill_" and args:
-            zero = isinstance(args[0].value, (cst.Integer, cst.Float)) and float(args[0].value.value) == 0
-            return _holder(grad.value), not zero, zero
-        if func.attr.value == "copy_":
-            return _holder(grad.value), True, False
-    return None
-
-
-def _holder(node: cst.BaseExpression) -> object:
-    return node.value if isinstance(node, cst.Name) else node
 
 
 def _events_in(node: Node) -> list[Event]:

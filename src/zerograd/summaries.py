@@ -15,20 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .flow import (
-    OUT,
-    START,
-    Chain,
-    Graph,
-    State,
-    Summary,
-    TooBig,
-    Verdict,
-    cross,
-    judge_step,
-    summarize,
-    transfer,
-)
+from .flow import OUT, START, State, Verdict, cross, judge_step, transfer
+from .graph import Chain, Graph, Summary, summarize
 from .model import Call, Event, Function, Kind, Program
 from .keys import rebase, root_of
 

@@ -1,0 +1,144 @@
+"""Which function of this module a call runs, and what the call hands it (rules.md v2 §3).
+
+Plain names resolve lexically (nested definitions, then the module); `self.m()` and `cls.m()`
+through the enclosing class and its bases defined here; `t.m()` through instances of this
+module's classes (`t = Trainer()`, `self.agent = Agent()`). A call becomes a `Call` node with
+the caller's receivers bound to the callee's parameters; anything else is an unknown call that
+performs no event.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from .facts import ClassInfo, FunctionFacts, ModuleInfo
+from .model import Call, Node, Test
+from .sites import Sites
+
+Owner = tuple[str, str]  # ("module" | "optimizer" | "group", key): whose parameters a loop visits
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where the builder stands inside one scope."""
+
+    function: Optional[cst.FunctionDef] = None  # None: the module body
+    cls: Optional[ClassInfo] = None
+    aliases: tuple[tuple[str, str], ...] = ()  # local name -> the receiver it stands for
+    conditions: tuple[tuple[str, cst.BaseExpression], ...] = ()  # flag -> the test it holds
+    gate: Optional[Test] = None  # inside `with accelerator.accumulate(...)`
+    moves: Optional[frozenset[str]] = None  # names the innermost loop assigns (None: no loop)
+    owners: tuple[tuple[str, Owner], ...] = ()  # loop variable -> whose parameters it visits
+    evidence: frozenset[str] = frozenset()  # receivers both stepped and cleared: optimizers
+
+
+class Calls:
+    """Call resolution for the scope builder (scopes.py), which supplies `key` and `is_optimizer`."""
+
+    info: ModuleInfo
+    sites: Sites
+    index: dict[int, int]  # id(FunctionDef) -> position in Program.functions
+    unresolved: dict[str, bool]  # method names called on unknown receivers -> that scope clears
+    called: set[int]  # functions with a resolved caller
+    optimizer_params: set[tuple[int, str]]  # parameters some caller passes an optimizer to
+
+    def key(self, node: cst.BaseExpression, ctx: Context) -> str:
+        raise NotImplementedError
+
+    def is_optimizer(self, receiver: str, ctx: Context) -> bool:
+        raise NotImplementedError
+
+    def _resolved_call(self, call: cst.Call, ctx: Context) -> list[Node]:
+        resolved = self.resolve(call.func, ctx)
+        if resolved is None:
+            func = call.func
+            if isinstance(func, cst.Name) and ctx.function is not None and func.value in self._facts(ctx).parameters:
+                return [Call(self.sites.site(call), -1, param=func.value)]
+            if isinstance(func, cst.Attribute):
+                clears = bool(self._facts(ctx).cleared)
+                self.unresolved[func.attr.value] = self.unresolved.get(func.attr.value, False) or clears
+            return []
+        function, receiver = resolved
+        self.called.add(id(function))
+        if id(function) not in self.index:
+            return []  # it performs no event, directly or through what it calls
+        return [self._call_node(call, function, receiver, ctx)]
+
+    def _call_node(self, call: cst.Call, function: cst.FunctionDef, receiver: Optional[str], ctx: Context) -> Call:
+        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        bindings: list[tuple[str, str]] = []
+        if receiver is not None and params and params[0] in ("self", "cls"):
+            bindings.append((params[0], receiver))
+            params = params[1:]
+        funcs: list[tuple[str, int, str]] = []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            name = arg.keyword.value if arg.keyword else (params[position] if position < len(params) else None)
+            if name is None:
+                continue
+            handed = self.resolve(arg.value, ctx) if isinstance(arg.value, (cst.Name, cst.Attribute)) else None
+            if handed is not None and id(handed[0]) in self.index:
+                self.called.add(id(handed[0]))
+                funcs.append((name, self.index[id(handed[0])], handed[1] or ""))
+            elif isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
+                key = self.key(arg.value, ctx)
+                bindings.append((name, key))
+                if self.is_optimizer(key, ctx):
+                    self.optimizer_params.add((id(function), name))
+        return Call(self.sites.site(call), self.index[id(function)], tuple(bindings), tuple(funcs))
+
+    def resolve(self, func: cst.BaseExpression, ctx: Context) -> Optional[tuple[cst.FunctionDef, Optional[str]]]:
+        """The function of this module a callee names, and the receiver bound to its `self`:
+        lexical names, `self`/`cls` methods (base classes of this module too), methods of
+        instances of this module's classes (`t = Trainer()`, `self.agent = Agent()`)."""
+        if isinstance(func, cst.Name):
+            scope = ctx.function
+            while scope is not None:
+                facts = self.info.facts[id(scope)]
+                if func.value in facts.nested:
+                    return facts.nested[func.value], None
+                if func.value in facts.parameters:
+                    return None
+                scope = facts.parent
+            found = self.info.functions.get(func.value)
+            return (found, None) if found is not None else None
+        if not isinstance(func, cst.Attribute):
+            return None
+        receiver = self.key(func.value, ctx)
+        if receiver in ("self", "cls") and ctx.cls is not None:
+            method = self.method(ctx.cls, func.attr.value)
+            return (method, receiver) if method is not None else None
+        cls = self._instance_class(receiver, ctx)
+        if cls is not None:
+            method = self.method(cls, func.attr.value)
+            return (method, receiver) if method is not None else None
+        return None
+
+    def _instance_class(self, receiver: str, ctx: Context) -> Optional[ClassInfo]:
+        name = None
+        if receiver.startswith("self.") and ctx.cls is not None:
+            name = ctx.cls.attributes.get(receiver)
+        scope = ctx.function
+        while name is None and scope is not None:
+            facts = self.info.facts[id(scope)]
+            name = facts.instances.get(receiver)
+            scope = facts.parent
+        name = name or self.info.module.instances.get(receiver)
+        return self.info.classes.get(name) if name else None
+
+    def method(self, cls: ClassInfo, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
+        if name in cls.methods:
+            return cls.methods[name]
+        for base in cls.bases if depth < 5 else ():
+            info = self.info.classes.get(base.rsplit(".", 1)[-1])
+            found = self.method(info, name, depth + 1) if info is not None and info is not cls else None
+            if found is not None:
+                return found
+        return None
+
+    def _facts(self, ctx: Context) -> FunctionFacts:
+        return self.info.facts_of(ctx.function)

@@ -1,0 +1,46 @@
+""".grad written by hand (rules.md v2 section 4): which writes clear, which put a new gradient
+there, and which only scale it."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from .naming import text_of
+
+_ZEROS = frozenset({"zeros_like", "zeros", "new_zeros"})
+
+
+def grad_written(node: cst.CSTNode) -> Optional[tuple[object, bool, bool]]:
+    """(`p` as a str for a bare name, else the expression; whether a new gradient is written;
+    whether the old one is zeroed in place rather than set to None)."""
+    if isinstance(node, cst.Assign) and len(node.targets) == 1:
+        target = node.targets[0].target
+        if not (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
+            return None
+        if ".grad" in text_of(node.value):
+            return None  # `p.grad = p.grad / n`: scaling
+        value = node.value
+        none = isinstance(value, cst.Name) and value.value == "None"
+        zeros = isinstance(value, cst.Call) and text_of(value.func).rsplit(".", 1)[-1] in _ZEROS
+        return holder(target.value), not (none or zeros), zeros
+    if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute):
+        func, args = node.value.func, node.value.args
+        grad = func.value
+        if isinstance(grad, cst.Attribute) and grad.attr.value == "data":
+            grad = grad.value
+        if not (isinstance(grad, cst.Attribute) and grad.attr.value == "grad"):
+            return None
+        if func.attr.value == "zero_":
+            return holder(grad.value), False, True
+        if func.attr.value == "fill_" and args:
+            zero = isinstance(args[0].value, (cst.Integer, cst.Float)) and float(args[0].value.value) == 0
+            return holder(grad.value), not zero, zero
+        if func.attr.value == "copy_":
+            return holder(grad.value), True, False
+    return None
+
+
+def holder(node: cst.BaseExpression) -> object:
+    return node.value if isinstance(node, cst.Name) else node
