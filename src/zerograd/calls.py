@@ -28,7 +28,7 @@ class Context:
     function: Optional[cst.FunctionDef] = None  # None: the module body
     cls: Optional[ClassInfo] = None
     aliases: tuple[tuple[str, str], ...] = ()  # local name -> the receiver it stands for
-    conditions: tuple[tuple[str, cst.BaseExpression], ...] = ()  # flag -> the test it holds
+    conditions: tuple[tuple[str, tuple[cst.BaseExpression, ...]], ...] = ()  # flag -> the tests it holds
     gate: Optional[Test] = None  # inside `with accelerator.accumulate(...)`
     moves: Optional[frozenset[str]] = None  # names the innermost loop assigns (None: no loop)
     owners: tuple[tuple[str, Owner], ...] = ()  # loop variable -> whose parameters it visits

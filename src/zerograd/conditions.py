@@ -8,13 +8,13 @@ that test it twice are correlated.
 from __future__ import annotations
 
 import re
-from typing import Optional
+from typing import Optional, Sequence
 
 import libcst as cst
 
 from .model import Test
 from .keys import counter_of  # noqa: F401  (re-exported)
-from .naming import root_of, text_of
+from .naming import block_of, root_of, suites, text_of
 from .walk import nodes_in
 
 # Name segments that speak of gradient accumulation when a counter is compared with them.
@@ -122,3 +122,57 @@ def _phase(modulo: cst.BinaryOperation, equals: int) -> Optional[tuple[str, int]
     if not isinstance(counter, (cst.Name, cst.Attribute)):
         return None
     return f"mod:{text_of(counter)}%{text_of(modulo.right)}", equals - offset
+
+
+Definitions = tuple[cst.BaseExpression, ...]  # the tests a flag may hold: it holds their disjunction
+_TESTS = (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)
+
+
+def flag_definitions(body: Sequence[cst.CSTNode]) -> dict[str, Definitions]:
+    """Flags a body assigns from tests (rules.md v2 section 4, reaching definitions):
+    `should_step = (i + 1) % k == 0`, or `flag = True` under `if test:` (then it holds `test`;
+    `flag = False` adds nothing). A flag assigned anything else is not a condition we know."""
+    found: dict[str, Optional[list[cst.BaseExpression]]] = {}
+    _definitions(body, None, found)
+    return {name: tuple(tests) for name, tests in found.items() if tests}
+
+
+def _definitions(body: Sequence[cst.CSTNode], test: Optional[cst.BaseExpression],
+                 found: dict[str, Optional[list[cst.BaseExpression]]]) -> None:
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name):
+                    _define(small.targets[0].target.value, small.value, test, found)
+        elif isinstance(statement, cst.If):
+            _definitions(block_of(statement.body), statement.test, found)
+            if statement.orelse is not None:
+                _definitions([statement.orelse] if isinstance(statement.orelse, cst.If) else block_of(statement.orelse.body),
+                             None, found)
+        elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            for suite in suites(statement):
+                _definitions(block_of(suite), None, found)
+
+
+def _define(name: str, value: cst.BaseExpression, test: Optional[cst.BaseExpression],
+            found: dict[str, Optional[list[cst.BaseExpression]]]) -> None:
+    if name in found and found[name] is None:
+        return
+    literal = value.value if isinstance(value, cst.Name) and value.value in ("True", "False") else None
+    if literal == "False":
+        found.setdefault(name, [])
+    elif literal == "True" and test is not None:
+        found.setdefault(name, []).append(test)  # type: ignore[union-attr]
+    elif isinstance(value, _TESTS):
+        found.setdefault(name, []).append(value)  # type: ignore[union-attr]
+    else:
+        found[name] = None
+
+
+def classify_flag(definitions: Definitions) -> Test:
+    """One definition is its test; several are their disjunction (accumulation if any is)."""
+    if len(definitions) == 1:
+        return classify(definitions[0])
+    tests = [classify(d) for d in definitions]
+    key = "|".join(sorted(text_of(d) for d in definitions))
+    return Test(any(t.accumulation for t in tests), key)

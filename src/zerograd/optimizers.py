@@ -42,6 +42,16 @@ NON_TORCH_ROOTS = frozenset(
 )
 # Autograd systems whose backward() does not write PyTorch's .grad (rules.md section 4).
 OTHER_AUTOGRAD_ROOTS = frozenset("mxnet warp jax tensorflow paddle mindspore chainer tinygrad micrograd mlx".split())
+# Libraries built on PyTorch: importing one is evidence of PyTorch training code.
+TORCH_FAMILY = frozenset(
+    "torch torchvision torchaudio torchtext lightning pytorch_lightning lightning_fabric transformers "
+    "accelerate deepspeed fairseq timm ignite skorch fastai apex bitsandbytes peft trl diffusers "
+    "torchmetrics mmengine mmcv composer speechbrain torchtune pytorch_pfn_extras torch_xla "
+    "torch_geometric dgl".split()
+)
+# Numeric libraries with no PyTorch `.grad`: with one of them and nothing of the family above, a
+# module's backward() is somebody else's.
+NON_TORCH_NUMERIC = frozenset("numpy cupy scipy".split()) | OTHER_AUTOGRAD_ROOTS
 _FOREIGN_TAPES = re.compile(r"(?:^|\.)(?:Tape|GradientTape)$")
 
 

@@ -15,7 +15,7 @@ import libcst as cst
 from .facts import ClassInfo, Collector, ModuleInfo, mark_relevant
 from .model import Function, Program, Settings
 from .naming import assigned_names, block_of, suites
-from .optimizers import OTHER_AUTOGRAD_ROOTS, OptimizerTable
+from .optimizers import NON_TORCH_NUMERIC, OTHER_AUTOGRAD_ROOTS, TORCH_FAMILY, OptimizerTable
 from .scopes import Builder, Context
 from .sites import Chunk, Sites
 
@@ -36,7 +36,7 @@ def build(module: Union[cst.Module, list[Chunk]], settings: Settings) -> tuple[P
         collector.statements(chunk.module.body)
     mark_relevant(info)
     sites = Sites(chunks)
-    if _other_autograd_only(info):
+    if _other_autograd_only(info) or _not_pytorch(info):
         return Program([Function("<module>", _empty(), -1)], {}), sites
     placed = [(f, cls, (number, top)) for number, chunk in enumerate(chunks)
               for top, statement in enumerate(chunk.module.body)
@@ -110,6 +110,17 @@ def _other_autograd_only(info: ModuleInfo) -> bool:
     """A module importing MXNet, Warp, JAX... and not torch: its backward is not PyTorch's."""
     roots = {name.lstrip(".").split(".")[0] for name in info.aliases.values()}
     return bool(roots & OTHER_AUTOGRAD_ROOTS) and "torch" not in roots
+
+
+def _not_pytorch(info: ModuleInfo) -> bool:
+    """rules.md v2 section 2: a module with evidence of another system (NumPy, JAX, its own
+    autograd class with a `backward` method) and none of PyTorch (an import of the torch family,
+    or of the project's own modules) is not PyTorch training code."""
+    names = info.aliases.values()
+    if any(name.startswith(".") or name.split(".")[0] in TORCH_FAMILY for name in names):
+        return False
+    own_autograd = any("backward" in cls.methods for cls in info.classes.values())
+    return own_autograd or any(name.split(".")[0] in NON_TORCH_NUMERIC for name in names)
 
 
 def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo], info: ModuleInfo) -> Iterable[tuple[cst.FunctionDef, Optional[ClassInfo]]]:

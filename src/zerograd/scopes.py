@@ -12,7 +12,7 @@ from typing import Optional, Sequence, Union
 
 import libcst as cst
 
-from .conditions import classify, names_of
+from .conditions import classify, classify_flag, flag_definitions, names_of
 from .calls import Calls, Context, Owner
 from .facts import ModuleInfo
 from .grads import grad_written
@@ -127,7 +127,7 @@ class Builder(Calls):
         if isinstance(name, cst.Name):
             held = dict(ctx.conditions).get(name.value)
             if held is not None:
-                found = classify(held)
+                found = classify_flag(held)
                 return replace(found, positive=found.positive != negated)
         found = classify(test)
         names = names_of(test)
@@ -190,7 +190,6 @@ class Builder(Calls):
         """Names that stand for one receiver in this body: `opt = self.optimizers[k]` (assigned
         once), and loop variables over collections (`for opt in opts` -> `opts[*]`)."""
         found: dict[str, Optional[str]] = {}
-        tests: dict[str, Optional[cst.BaseExpression]] = {}
 
         def bind(name: str, value: Optional[str]) -> None:
             found[name] = value if found.get(name, value) == value else None
@@ -201,15 +200,13 @@ class Builder(Calls):
                 if isinstance(target, cst.Name):
                     simple = isinstance(value, (cst.Name, cst.Attribute, cst.Subscript))
                     bind(target.value, self.key(value, ctx) if simple else None)
-                    is_test = isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation))
-                    tests[target.value] = value if is_test and target.value not in tests else None
             elif isinstance(statement, cst.For):
                 name = element_name(statement.target, statement.iter)
                 collection = collection_key(statement.iter)
                 if name is not None:
                     bind(name, None if collection is None else self.key_text(collection, ctx))
         pairs = tuple((n, v) for n, v in found.items() if v is not None and v != n)
-        flags = tuple((n, t) for n, t in tests.items() if t is not None)
+        flags = tuple(flag_definitions(body).items())
         return replace(ctx, aliases=pairs + ctx.aliases, conditions=flags + ctx.conditions) if pairs or flags else ctx
 
     def key_text(self, key: str, ctx: Context) -> str:
