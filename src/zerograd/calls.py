@@ -65,16 +65,32 @@ class Calls:
         self.called.add(id(function))
         if id(function) not in self.index:
             return []  # it performs no event, directly or through what it calls
-        return [self._call_node(call, function, receiver, ctx)]
+        partial = self._partial(call.func, ctx)
+        args = [*partial.args[1:], *call.args] if partial is not None else list(call.args)
+        return [self._call_node(call, function, receiver, ctx, args)]
 
-    def _call_node(self, call: cst.Call, function: cst.FunctionDef, receiver: Optional[str], ctx: Context) -> Call:
+    def _partial(self, func: cst.BaseExpression, ctx: Context) -> Optional[cst.Call]:
+        """`step = functools.partial(train_step, model, opt)` for `step(batch)`: the bound call."""
+        if not isinstance(func, cst.Name):
+            return None
+        scope = ctx.function
+        while True:
+            facts = self.info.facts_of(scope)
+            if func.value in facts.partials:
+                return facts.partials[func.value]
+            if scope is None or func.value in facts.parameters:
+                return None
+            scope = facts.parent
+
+    def _call_node(self, call: cst.Call, function: cst.FunctionDef, receiver: Optional[str], ctx: Context,
+                   args: Optional[list[cst.Arg]] = None) -> Call:
         params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
         bindings: list[tuple[str, str]] = []
         if receiver is not None and params and params[0] in ("self", "cls"):
             bindings.append((params[0], receiver))
             params = params[1:]
         funcs: list[tuple[str, int, str]] = []
-        for position, arg in enumerate(call.args):
+        for position, arg in enumerate(call.args if args is None else args):
             if arg.star:
                 break
             name = arg.keyword.value if arg.keyword else (params[position] if position < len(params) else None)
@@ -95,6 +111,12 @@ class Calls:
         """The function of this module a callee names, and the receiver bound to its `self`:
         lexical names, `self`/`cls` methods (base classes of this module too), methods of
         instances of this module's classes (`t = Trainer()`, `self.agent = Agent()`)."""
+        partial = self._partial(func, ctx)
+        if partial is not None:
+            inner = partial.args[0].value
+            if isinstance(inner, cst.Name) and inner.value == getattr(func, "value", None):
+                return None  # `step = partial(step, ...)`: not a function of ours we can name
+            return self.resolve(inner, ctx) if isinstance(inner, (cst.Name, cst.Attribute)) else None
         if isinstance(func, cst.Name):
             scope = ctx.function
             while scope is not None:

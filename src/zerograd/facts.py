@@ -48,6 +48,7 @@ class FunctionFacts:
     cleared: set[str] = field(default_factory=set)
     parameters: set[str] = field(default_factory=set)
     instances: dict[str, str] = field(default_factory=dict)  # `t` -> class name, from `t = T()`
+    partials: dict[str, cst.Call] = field(default_factory=dict)  # `step = partial(f, model, opt)`
     nested: dict[str, cst.FunctionDef] = field(default_factory=dict)  # defs in its body
     parent: Optional[cst.FunctionDef] = None  # the enclosing function (lexical scope)
     cls: Optional[ClassInfo] = None  # the class it is a method of
@@ -210,6 +211,9 @@ class Collector:
             table.engines.add(key)  # its step() is not a torch optimizer's
         elif is_foreign_autograd(qualified):
             table.foreign.add(key)
+        elif qualified in ("functools.partial", "partial") and value.args and not value.args[0].star:
+            if "." not in key:
+                self.facts.partials[key] = value
         elif qualified in self.info.classes:
             if key.startswith("self.") and self.cls is not None:
                 self.cls.attributes[key] = qualified
