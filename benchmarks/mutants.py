@@ -41,13 +41,14 @@ class Line:
 
     node: cst.CSTNode  # a SimpleStatementLine, or the compound statement owning a one-line suite
     movable: bool  # a line of its own in an indented block holding one bare call: can be moved
-    conditions: tuple[cst.If, ...]  # the ifs inside the site whose body holds the line
+    conditions: tuple[cst.If, ...]  # the ifs inside the site the line depends on, outermost first
     loop: Optional[cst.CSTNode]  # the outermost loop nested in the site that holds the line
     top: cst.CSTNode  # the statement of the site's own body that holds the line
     backward: bool = False
     steps: list[str] = field(default_factory=list)  # receivers stepped
     clears: list[str] = field(default_factory=list)  # receivers cleared
     called: set[str] = field(default_factory=set)  # names of every function called
+    other_clear: bool = False  # clears gradients some other way: `model.zero_grad()`, `p.grad = None`
 
     @property
     def nested(self) -> bool:
@@ -69,13 +70,23 @@ class _Calls(cst.CSTVisitor):
         self.line.called.add(name)
         if name.endswith("backward"):  # `.backward(`, `manual_backward(`, `accelerator.backward(`
             self.line.backward = True
-        if not isinstance(func, cst.Attribute) or name not in ("step", "zero_grad"):
+        if not isinstance(func, cst.Attribute):
             return
         receiver = code(func.value)
+        if name in ("zero_", "detach_") and ".grad" in receiver:
+            self.line.other_clear = True  # `p.grad.zero_()`, `p.grad.data.zero_()`
+        if name not in ("step", "zero_grad"):
+            return
         if name == "step" and "scaler" in receiver.lower() and node.args:
             receiver = code(node.args[0].value)  # `scaler.step(optimizer)` steps the optimizer
         if looks_like_optimizer(receiver):
             (self.line.steps if name == "step" else self.line.clears).append(receiver)
+        elif name == "zero_grad":
+            self.line.other_clear = True  # `model.zero_grad()` clears the same parameters
+
+    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+        if isinstance(node.target, cst.Attribute) and node.target.attr.value == "grad":
+            self.line.other_clear = True  # `p.grad = None`
 
 
 def _bare_call(statement: cst.SimpleStatementLine) -> bool:
@@ -83,28 +94,28 @@ def _bare_call(statement: cst.SimpleStatementLine) -> bool:
         statement.body[0].value, cst.Call)
 
 
-def _suites(statement: cst.BaseCompoundStatement) -> Iterator[tuple[cst.BaseSuite, bool, Optional[cst.If]]]:
-    """(suite, opens a loop, the if whose body it is) for each suite of a compound statement."""
-    loop = isinstance(statement, (cst.For, cst.While))
+def _suites(statement: cst.BaseCompoundStatement) -> Iterator[tuple[cst.BaseSuite, bool, tuple[cst.If, ...]]]:
+    """(suite, opens a loop, the ifs it depends on) for each suite of a compound statement."""
     if isinstance(statement, cst.If):
-        yield statement.body, False, statement
-        if isinstance(statement.orelse, cst.If):
-            yield from _suites(statement.orelse)
-        elif statement.orelse is not None:
-            yield statement.orelse.body, False, None
+        chain: tuple[cst.If, ...] = (statement,)
+        yield statement.body, False, chain
+        branch = statement.orelse
+        while isinstance(branch, cst.If):  # an `elif` depends on every test before it
+            chain += (branch,)
+            yield branch.body, False, chain
+            branch = branch.orelse
+        if branch is not None:
+            yield branch.body, False, chain
         return
-    yield statement.body, loop, None  # type: ignore[attr-defined]
-    if isinstance(statement, cst.Try) or type(statement).__name__ == "TryStar":
-        for handler in statement.handlers:  # type: ignore[attr-defined]
-            yield handler.body, False, None
-        for extra in (statement.orelse, statement.finalbody):  # type: ignore[attr-defined]
-            if extra is not None:
-                yield extra.body, False, None
-    elif isinstance(statement, (cst.For, cst.While)) and statement.orelse is not None:
-        yield statement.orelse.body, False, None
-    elif type(statement).__name__ == "Match":
-        for case in statement.cases:  # type: ignore[attr-defined]
-            yield case.body, False, None
+    yield statement.body, isinstance(statement, (cst.For, cst.While)), ()
+    extras = [handler.body for handler in getattr(statement, "handlers", ())]
+    extras += [case.body for case in getattr(statement, "cases", ())]  # `match`
+    for name in ("orelse", "finalbody"):  # a loop's or a try's `else:`, a try's `finally:`
+        extra = getattr(statement, name, None)
+        if extra is not None:
+            extras.append(extra.body)
+    for suite in extras:
+        yield suite, False, ()
 
 
 def lines_of(block: Union[cst.BaseSuite, cst.Module], statements: Optional[Sequence[cst.CSTNode]] = None) -> list[Line]:
@@ -127,8 +138,8 @@ def _collect(statement: cst.CSTNode, top: cst.CSTNode, block: Union[cst.BaseSuit
         return
     if not isinstance(statement, cst.BaseCompoundStatement):
         return
-    for suite, opens_loop, condition in _suites(statement):
-        inner = conditions + (condition,) if condition is not None else conditions
+    for suite, opens_loop, tests in _suites(statement):
+        inner = conditions + tests
         inner_loop = loop if loop is not None or not opens_loop else statement
         if isinstance(suite, cst.SimpleStatementSuite):  # `if x: a; b`: no line of its own
             line = Line(statement, False, inner, inner_loop, top)
@@ -194,6 +205,17 @@ def assigned_in(statements: Sequence[cst.CSTNode]) -> set[str]:
     for statement in statements:
         statement.visit(visitor)
     return visitor.names
+
+
+def unstable(test: cst.BaseExpression, statements: Sequence[cst.CSTNode]) -> bool:
+    """The test could read differently when evaluated before `statements`: a call in it, or a
+    name in it that they assign (`global_step += 1` after the backward)."""
+    has_call = any(isinstance(node, cst.Call) for node in _nodes(test))
+    return has_call or bool(names_in(test) & assigned_in(statements))
+
+
+def index_of(body: Sequence[cst.CSTNode], statement: cst.CSTNode) -> int:
+    return next(i for i, s in enumerate(body) if s is statement)
 
 
 # --- sites ----------------------------------------------------------------------------------
@@ -279,12 +301,19 @@ def scan(module: cst.Module) -> Scan:
 
 
 def _usable(site: Site, module: Scan) -> bool:
-    """Every clear of the target is a statement of the site we can move, and no helper of this
-    module that mentions zero_grad is called (it might clear the target behind our back)."""
-    clears = site.clears()
-    if any(not line.movable or line.nested for line in clears):
+    """Every clear of the target is a statement of the site we can move, and nothing else in the
+    site might clear the target's gradients behind our back: a helper of this module that
+    mentions zero_grad, `model.zero_grad()`, `p.grad = None`, or the clear of an optimizer the
+    site never steps (likely another name for the target: `self._optimizer` / `self.optimizer`)."""
+    if any(not line.movable or line.nested for line in site.clears()):
         return False
-    return not any(line.called & module.clearing_helpers for line in site.lines)
+    return not interference(site.lines, module)
+
+
+def interference(lines: Sequence[Line], module: Scan) -> bool:
+    stepped = {target for line in lines for target in line.steps}
+    return any(line.other_clear or line.called & module.clearing_helpers or set(line.clears) - stepped
+               for line in lines)
 
 
 def called_here(module: Scan, name: str) -> bool:
@@ -344,6 +373,8 @@ def apply(module: cst.Module, edit: Edit, track: Sequence[cst.CSTNode]) -> tuple
     return edited, [transformer.tracked.get(id(node), node) for node in track]
 
 
-def moved(statement: cst.SimpleStatementLine) -> cst.SimpleStatementLine:
-    """A copy to insert elsewhere: the comment lines above it stay behind."""
-    return statement.with_changes(leading_lines=())
+def moved(statement: cst.CSTNode) -> cst.SimpleStatementLine:
+    """A fresh copy of a line to insert elsewhere (no node shared with the original, so positions
+    stay unambiguous); the comment lines above it stay behind."""
+    assert isinstance(statement, cst.SimpleStatementLine)
+    return statement.deep_clone().with_changes(leading_lines=())

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,8 +48,8 @@ import libcst as cst  # noqa: E402
 from libcst.metadata import MetadataWrapper, PositionProvider  # noqa: E402
 
 from corpus import CACHE, extract as unpack, fetch, load_lock, python_files  # noqa: E402
-from mutants import (STEP_FUNCTION, Edit, Line, Scan, Site, accumulates, apply, assigned_in,  # noqa: E402
-                     called_here, lines_of, moved, names_in, scan)
+from mutants import (STEP_FUNCTION, Edit, Line, Scan, Site, accumulates, apply, called_here, code,  # noqa: E402
+                     index_of, interference, lines_of, moved, scan, unstable)
 
 from zerograd.engine import lint_source  # noqa: E402
 from zerograd.fix import describe, fix_source  # noqa: E402
@@ -108,7 +109,9 @@ class File:
         edited, tracked = apply(self.module, edit, [site, *inserted])
         source = edited.code
         try:
-            compile(source, str(self.path), "exec")
+            with warnings.catch_warnings():  # the corpus's own invalid escapes and the like
+                warnings.simplefilter("ignore")
+                compile(source, str(self.path), "exec")
         except (SyntaxError, ValueError):
             return None  # a mutant that does not parse tests nothing
         positions = MetadataWrapper(edited, unsafe_skip_copy=True).resolve(PositionProvider)
@@ -186,10 +189,14 @@ def _every_iteration(file: File, site: Site) -> Optional[Mutant]:
 
 
 def _dedent_step(file: File, site: Site) -> Optional[Mutant]:
-    """The only step, a statement of the loop body itself, moves right after the loop."""
+    """The only step, a statement of the loop body itself, moves right after the loop. Only in
+    loops that clear before their backward: with the clear after the step, the moved step would
+    follow the last clear and apply nothing, a ZG002 rather than a ZG003."""
     steps = site.steps()
     body = site.node.body.body  # type: ignore[union-attr]
     if len(steps) != 1 or not steps[0].movable or not any(steps[0].node is statement for statement in body):
+        return None
+    if not _clears_first(site.lines, site.target):
         return None
     edit = Edit({id(steps[0].node)})
     new = edit.insert(site.node, moved(steps[0].node), after=True)  # type: ignore[arg-type]
@@ -207,35 +214,14 @@ def _clear_before_last_backward(file: File, site: Site) -> Optional[Mutant]:
     if clear is None or first_backward is None:
         return None
     condition, body = clear.conditions[0], list(site.node.body.body)  # type: ignore[union-attr]
-    start, end = _index(body, first_backward.top), _index(body, clear.top)
-    if file.span(first_backward.top)[0] >= file.span(condition)[0] or _unstable(condition.test, body[start:end + 1]):
+    start, end = index_of(body, first_backward.top), index_of(body, clear.top)
+    if file.span(first_backward.top)[0] >= file.span(condition)[0] or unstable(condition.test, body[start:end + 1]):
         return None
     edit = Edit({id(clear.node)})
     guarded = cst.If(test=condition.test.deep_clone(), body=cst.IndentedBlock(body=[moved(clear.node)]))  # type: ignore[arg-type]
     new = edit.insert(first_backward.top, guarded)
     return file.mutant("accumulation-clear-before-last-backward", "loop", site.node, edit,
-                       f"clear {site.target} under `{_text(condition.test)}` before the backward", [new])
-
-
-def _unstable(test: cst.BaseExpression, statements: Sequence[cst.CSTNode]) -> bool:
-    """The test could read differently before the backward: a call in it, or a name in it
-    assigned by the statements it is moved across (`global_step += 1` after the backward)."""
-    has_call = any(isinstance(node, cst.Call) for node in _walk(test))
-    return has_call or bool(names_in(test) & assigned_in(statements))
-
-
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    yield node
-    for child in node.children:
-        yield from _walk(child)
-
-
-def _index(body: Sequence[cst.CSTNode], statement: cst.CSTNode) -> int:
-    return next(i for i, s in enumerate(body) if s is statement)
-
-
-def _text(node: cst.CSTNode) -> str:
-    return " ".join(cst.Module(body=[]).code_for_node(node).split())
+                       f"clear {site.target} under `{' '.join(code(condition.test).split())}` before the backward", [new])
 
 
 # --- functions and two-phase bodies ---------------------------------------------------------
@@ -266,9 +252,9 @@ def two_phase_mutants(file: File) -> Iterator[Optional[Mutant]]:
             between = lines_of(block, body[i + 1:j])
             for target in sorted(_stepped(first) & _stepped(second)):
                 clear = _lone_clear(between, target, body[i + 1:j])
-                if clear is None or not _leaves_gradients(first, target) or not _clears_after_step(second, target):
+                if clear is None or not _clears_first(first, target) or not _clears_after_step(second, target):
                     continue
-                if any(line.called & file.sites.clearing_helpers for line in second + between):
+                if interference(second + between, file.sites) or interference(first, file.sites):
                     continue
                 if file.clean(body[i], body[j]):
                     yield file.mutant("two-phase-drop-clear", scope, body[j], Edit({id(clear.node)}),
@@ -289,8 +275,8 @@ def _lone_clear(between: list[Line], target: str, statements: Sequence[cst.CSTNo
     return clears[0]
 
 
-def _leaves_gradients(lines: list[Line], target: str) -> bool:
-    """The first loop clears only before its first backward: its last gradients stay."""
+def _clears_first(lines: list[Line], target: str) -> bool:
+    """The loop clears the target only before its first backward: its last gradients stay."""
     backwards = [i for i, line in enumerate(lines) if line.backward]
     clears = [i for i, line in enumerate(lines) if target in line.clears]
     return bool(clears) and max(clears) < backwards[0]
