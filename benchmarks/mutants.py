@@ -24,15 +24,12 @@ Loop = Union[cst.For, cst.While]
 
 _EMPTY = cst.Module(body=[])
 # rules.md's step functions: the names that run once per iteration of somebody else's loop.
-STEP_FUNCTION = re.compile(r"(train_step|training_step|learn|optimize_model|train_batch|update\w*|\w*_update|\w*_step)")
+STEP_FUNCTION = re.compile(
+    r"train_step|training_step|learn|optimize_model|train_batch|update\w*|\w*_update|\w*_step")
 
 
 def code(node: cst.CSTNode) -> str:
     return _EMPTY.code_for_node(node)
-
-
-def looks_like_optimizer(receiver: str) -> bool:
-    return "opt" in receiver.lower()
 
 
 @dataclass
@@ -47,7 +44,7 @@ class Line:
     backward: bool = False
     steps: list[str] = field(default_factory=list)  # receivers stepped
     clears: list[str] = field(default_factory=list)  # receivers cleared
-    called: set[str] = field(default_factory=set)  # names of every function called
+    called: set[str] = field(default_factory=set)  # functions called by name or as `self.name(...)`
     other_clear: bool = False  # clears gradients some other way: `model.zero_grad()`, `p.grad = None`
 
     @property
@@ -66,8 +63,10 @@ class _Calls(cst.CSTVisitor):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
-        self.line.called.add(name)
+        name = func.attr.value if isinstance(func, cst.Attribute) else ""
+        name = func.value if isinstance(func, cst.Name) else name  # `fns[0]()` and the like: no name
+        if isinstance(func, cst.Name) or code(getattr(func, "value", func)) in ("self", "cls"):
+            self.line.called.add(name)  # what may be a helper of this module (`scaler.update()` is not)
         if name.endswith("backward"):  # `.backward(`, `manual_backward(`, `accelerator.backward(`
             self.line.backward = True
         if not isinstance(func, cst.Attribute):
@@ -79,14 +78,18 @@ class _Calls(cst.CSTVisitor):
             return
         if name == "step" and "scaler" in receiver.lower() and node.args:
             receiver = code(node.args[0].value)  # `scaler.step(optimizer)` steps the optimizer
-        if looks_like_optimizer(receiver):
+        if "opt" in receiver.lower():  # `optimizer`, `self._optim`, `opt_g`: looks like an optimizer
             (self.line.steps if name == "step" else self.line.clears).append(receiver)
         elif name == "zero_grad":
             self.line.other_clear = True  # `model.zero_grad()` clears the same parameters
 
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        if isinstance(node.target, cst.Attribute) and node.target.attr.value == "grad":
-            self.line.other_clear = True  # `p.grad = None`
+    def visit_Assign(self, node: cst.Assign) -> None:
+        # `p.grad = None`, `p.grad = torch.zeros_like(p)` clear; `d.grad = torch.sign(d.grad)` does not
+        value = code(node.value)
+        if value == "None" or "zero" in value:
+            for target in node.targets:
+                if isinstance(target.target, cst.Attribute) and target.target.attr.value == "grad":
+                    self.line.other_clear = True
 
 
 def _bare_call(statement: cst.SimpleStatementLine) -> bool:
@@ -118,7 +121,8 @@ def _suites(statement: cst.BaseCompoundStatement) -> Iterator[tuple[cst.BaseSuit
         yield suite, False, ()
 
 
-def lines_of(block: Union[cst.BaseSuite, cst.Module], statements: Optional[Sequence[cst.CSTNode]] = None) -> list[Line]:
+def lines_of(block: Union[cst.BaseSuite, cst.Module],
+             statements: Optional[Sequence[cst.CSTNode]] = None) -> list[Line]:
     """Every simple statement of a block (or of some of its statements), in source order."""
     found: list[Line] = []
     for top in getattr(block, "body", ()) if statements is None else statements:
@@ -154,8 +158,8 @@ def accumulates(condition: cst.If) -> bool:
     """An accumulation condition: `%` or a name about accumulation in the test, and no backward of
     its own in the body (TD3's delayed actor update `if it % 2 == 0: loss.backward(); ...` is not
     accumulation, it is a second training step)."""
-    accumulating = any(isinstance(node, cst.Modulo) or (isinstance(node, cst.Name) and "accum" in node.value.lower())
-                       for node in _nodes(condition.test))
+    accumulating = any(isinstance(node, cst.Modulo) or "accum" in getattr(node, "value", "").lower()
+                       for node in _nodes(condition.test) if isinstance(node, (cst.Modulo, cst.Name)))
     return accumulating and not any(line.backward for line in lines_of(condition.body))
 
 
@@ -170,41 +174,21 @@ def names_in(node: cst.CSTNode) -> set[str]:
     return {code(n) for n in _nodes(node) if isinstance(n, (cst.Name, cst.Attribute))}
 
 
-class _Assigned(cst.CSTVisitor):
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-
-    def _target(self, node: cst.CSTNode) -> None:
-        if isinstance(node, (cst.Tuple, cst.List)):
-            for element in node.elements:
-                self._target(element.value)
-        else:
-            self.names.add(code(node))
-
-    def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-        self._target(node.target)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._target(node.target)
-
-    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-        self._target(node.target)
-
-    def visit_NamedExpr(self, node: cst.NamedExpr) -> None:
-        self._target(node.target)
-
-    def visit_For(self, node: cst.For) -> None:
-        self._target(node.target)
-
-    def visit_AsName(self, node: cst.AsName) -> None:
-        self._target(node.name)
+# The nodes that bind names, and the field holding what they bind.
+_BINDERS = {cst.AssignTarget: "target", cst.AugAssign: "target", cst.AnnAssign: "target",
+            cst.NamedExpr: "target", cst.For: "target", cst.AsName: "name"}
 
 
 def assigned_in(statements: Sequence[cst.CSTNode]) -> set[str]:
-    visitor = _Assigned()
-    for statement in statements:
-        statement.visit(visitor)
-    return visitor.names
+    """The texts of every name, attribute or subscript the statements assign or rebind."""
+    names: set[str] = set()
+    for node in (n for statement in statements for n in _nodes(statement)):
+        field_name = _BINDERS.get(type(node))
+        if field_name is not None:
+            target = getattr(node, field_name)
+            elements = target.elements if isinstance(target, (cst.Tuple, cst.List)) else ()
+            names.update(code(t) for t in [target, *(e.value for e in elements)])
+    return names
 
 
 def unstable(test: cst.BaseExpression, statements: Sequence[cst.CSTNode]) -> bool:
@@ -237,11 +221,23 @@ class Site:
 
 
 @dataclass
+class Pair:
+    """Two loops in a row of one body, training the same optimizer, with a clear between them."""
+
+    scope: str  # "function" or "module"
+    first: Loop
+    second: Loop
+    clear: cst.SimpleStatementLine  # a statement of the body, between the loops
+    target: str
+
+
+@dataclass
 class Scan:
     """The sites of one module, and what the mutants need to know about the rest of it."""
 
     loops: list[Site] = field(default_factory=list)
     functions: list[Site] = field(default_factory=list)
+    pairs: list[Pair] = field(default_factory=list)
     blocks: list[tuple[str, Block]] = field(default_factory=list)  # function and module bodies
     clearing_helpers: set[str] = field(default_factory=set)  # functions here that mention zero_grad
     references: dict[str, int] = field(default_factory=dict)  # name -> uses, definitions excluded
@@ -256,8 +252,8 @@ class _Finder(cst.CSTVisitor):
 
     def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
         self.scan.references[node.name.value] = self.scan.references.get(node.name.value, 0) - 1
-        if "zero_grad" in code(node):
-            self.scan.clearing_helpers.add(node.name.value)
+        if "zero_grad" in code(node) and node.name.value not in ("zero_grad", "step"):
+            self.scan.clearing_helpers.add(node.name.value)  # an optimizer wrapper's own methods are events
         if isinstance(node.body, cst.IndentedBlock):
             self.scan.blocks.append(("function", node.body))
         self.scan.functions.extend(_sites("function", node))
@@ -288,7 +284,8 @@ def _inner_loop_trains(lines: list[Line], target: str) -> bool:
     for line in lines:
         if line.loop is not None:
             nested.setdefault(id(line.loop), []).append(line)
-    return any(any(l.backward for l in group) and any(target in l.steps for l in group) for group in nested.values())
+    return any(any(line.backward for line in group) and any(target in line.steps for line in group)
+               for group in nested.values())
 
 
 def scan(module: cst.Module) -> Scan:
@@ -297,6 +294,7 @@ def scan(module: cst.Module) -> Scan:
     result = finder.scan
     result.loops = [s for s in result.loops if _usable(s, result)]
     result.functions = [s for s in result.functions if _usable(s, result)]
+    result.pairs = [pair for scope, block in result.blocks for pair in _pairs(scope, block, result)]
     return result
 
 
@@ -316,6 +314,46 @@ def interference(lines: Sequence[Line], module: Scan) -> bool:
                for line in lines)
 
 
+def _pairs(scope: str, block: Block, module: Scan) -> Iterator[Pair]:
+    """Sibling loops L1, L2 of a body where L1 clears before its backward (so it ends with its
+    last gradients in place), L2 clears only after its step, and one unconditional clear between
+    them is all that keeps L1's gradients out of L2's first step."""
+    body = list(block.body)
+    loops = [(i, lines_of(s.body)) for i, s in enumerate(body) if isinstance(s, (cst.For, cst.While))]
+    for (i, first), (j, second) in zip(loops, loops[1:]):
+        between = lines_of(block, body[i + 1:j])
+        for target in sorted(_trained(first) & _trained(second)):
+            clears = [line for line in between if target in line.clears]
+            if len(clears) != 1 or not clears[0].movable or not any(clears[0].node is s for s in body):
+                continue  # the one clear between them must be a statement of the body itself
+            if not (clears_first(first, target) and _clears_after_step(second, target)):
+                continue
+            if not (interference(first, module) or interference(second + between, module)):
+                yield Pair(scope, body[i], body[j], clears[0].node, target)  # type: ignore[arg-type]
+
+
+def _trained(lines: list[Line]) -> set[str]:
+    """The optimizers stepped, when there is a backward."""
+    if not any(line.backward for line in lines):
+        return set()
+    return {target for line in lines for target in line.steps}
+
+
+def clears_first(lines: list[Line], target: str) -> bool:
+    """The loop clears the target only before its first backward: its last gradients stay."""
+    backwards = [i for i, line in enumerate(lines) if line.backward]
+    clears = [i for i, line in enumerate(lines) if target in line.clears]
+    return bool(clears and backwards) and max(clears) < backwards[0]
+
+
+def _clears_after_step(lines: list[Line], target: str) -> bool:
+    """The loop backpropagates, steps and only then clears."""
+    backwards = [i for i, line in enumerate(lines) if line.backward]
+    steps = [i for i, line in enumerate(lines) if target in line.steps]
+    clears = [i for i, line in enumerate(lines) if target in line.clears]
+    return bool(clears and backwards and steps) and backwards[0] < steps[0] < min(clears)
+
+
 def called_here(module: Scan, name: str) -> bool:
     return module.references.get(name, 0) > 0
 
@@ -332,7 +370,8 @@ class Edit:
     before: dict[int, list[cst.BaseStatement]] = field(default_factory=dict)
     after: dict[int, list[cst.BaseStatement]] = field(default_factory=dict)
 
-    def insert(self, anchor: cst.CSTNode, statement: cst.BaseStatement, after: bool = False) -> cst.BaseStatement:
+    def insert(self, anchor: cst.CSTNode, statement: cst.BaseStatement,
+               after: bool = False) -> cst.BaseStatement:
         (self.after if after else self.before).setdefault(id(anchor), []).append(statement)
         return statement
 
@@ -358,7 +397,8 @@ class _Apply(cst.CSTTransformer):
             out.extend(self.edit.after.get(id(old), []))
         return out
 
-    def leave_IndentedBlock(self, original_node: cst.IndentedBlock, updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
+    def leave_IndentedBlock(self, original_node: cst.IndentedBlock,
+                            updated_node: cst.IndentedBlock) -> cst.IndentedBlock:
         body = self._body(original_node.body, updated_node.body) or [cst.SimpleStatementLine([cst.Pass()])]
         return updated_node.with_changes(body=body)
 
@@ -366,7 +406,8 @@ class _Apply(cst.CSTTransformer):
         return updated_node.with_changes(body=self._body(original_node.body, updated_node.body))
 
 
-def apply(module: cst.Module, edit: Edit, track: Sequence[cst.CSTNode]) -> tuple[cst.Module, list[cst.CSTNode]]:
+def apply(module: cst.Module, edit: Edit,
+          track: Sequence[cst.CSTNode]) -> tuple[cst.Module, list[cst.CSTNode]]:
     """The edited module, and the nodes of `track` (original nodes) as they are in it."""
     transformer = _Apply(edit, track)
     edited = module.visit(transformer)

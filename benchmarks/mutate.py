@@ -14,7 +14,7 @@ Loops:
 - hoist-clear: move the clear above the loop (ZG001)
 - accumulation-every-iteration: a clear under an accumulation condition (`%`, `accum`) moves to
   the top of the loop body, so it runs every iteration while the step does not (ZG003)
-- drop-one-optimizer: in a loop stepping several optimizers, remove one one's clears (ZG001)
+- drop-one-optimizer: in a loop stepping several optimizers, remove one optimizer's clears (ZG001)
 - dedent-step: a step that is a statement of the loop body moves after the loop; the clear stays
   inside and runs every iteration for one step (ZG003)
 - accumulation-clear-before-last-backward: the conditional clear moves, under a copy of its
@@ -40,22 +40,25 @@ import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Any, Iterator, Mapping, Optional, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 import libcst as cst  # noqa: E402
-from libcst.metadata import MetadataWrapper, PositionProvider  # noqa: E402
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider  # noqa: E402
 
 from corpus import CACHE, extract as unpack, fetch, load_lock, python_files  # noqa: E402
-from mutants import (STEP_FUNCTION, Edit, Line, Scan, Site, accumulates, apply, called_here, code,  # noqa: E402
-                     index_of, interference, lines_of, moved, scan, unstable)
+from mutants import (STEP_FUNCTION, Edit, Line, Scan, Site, accumulates, apply, called_here,  # noqa: E402
+                     clears_first, code, index_of, moved, scan, unstable)
 
 from zerograd.engine import lint_source  # noqa: E402
 from zerograd.fix import describe, fix_source  # noqa: E402
 
-# (kind, scope) -> the codes of which one must be reported; the table's rows, in this order.
-ROWS: dict[tuple[str, str], tuple[str, ...]] = {
+Finding = Any  # zerograd's Finding (code, line, fix): its module is not part of the interface used here
+
+Row = tuple[str, str]  # (kind, scope)
+# The codes of which one must be reported, per row of the table, in the table's order.
+ROWS: dict[Row, tuple[str, ...]] = {
     ("delete-clear", "loop"): ("ZG001",),
     ("clear-before-step", "loop"): ("ZG002",),
     ("hoist-clear", "loop"): ("ZG001",),
@@ -90,7 +93,7 @@ class File:
 
     path: Path
     module: cst.Module
-    positions: dict  # type: ignore[type-arg]
+    positions: Mapping[cst.CSTNode, CodeRange]
     sites: Scan
     flagged: set[int]
 
@@ -154,7 +157,8 @@ def loop_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
     if step is not None:
         edit = Edit(set(deleted))
         new = edit.insert(step.node, moved(clears[0].node))
-        yield file.mutant("clear-before-step", "loop", loop, edit, f"move {target}.zero_grad() before step", [new])
+        yield file.mutant("clear-before-step", "loop", loop, edit, f"move {target}.zero_grad() before step",
+                          [new])
     edit = Edit(set(deleted))
     new = edit.insert(loop, moved(clears[0].node))
     yield file.mutant("hoist-clear", "loop", loop, edit, f"hoist {target}.zero_grad()", [new])
@@ -196,11 +200,12 @@ def _dedent_step(file: File, site: Site) -> Optional[Mutant]:
     body = site.node.body.body  # type: ignore[union-attr]
     if len(steps) != 1 or not steps[0].movable or not any(steps[0].node is statement for statement in body):
         return None
-    if not _clears_first(site.lines, site.target):
+    if not clears_first(site.lines, site.target):
         return None
     edit = Edit({id(steps[0].node)})
-    new = edit.insert(site.node, moved(steps[0].node), after=True)  # type: ignore[arg-type]
-    return file.mutant("dedent-step", "loop", site.node, edit, f"move {site.target} step after the loop", [new])
+    new = edit.insert(site.node, moved(steps[0].node), after=True)
+    return file.mutant("dedent-step", "loop", site.node, edit, f"move {site.target} step after the loop",
+                       [new])
 
 
 def _clear_before_last_backward(file: File, site: Site) -> Optional[Mutant]:
@@ -208,20 +213,29 @@ def _clear_before_last_backward(file: File, site: Site) -> Optional[Mutant]:
     original conditional clear goes away."""
     if not any(_accumulated(line) for line in site.steps()):
         return None
-    clear = next((line for line in site.clears() if len(line.conditions) == 1 and accumulates(line.conditions[0])
-                  and any(line.node is s for s in line.conditions[0].body.body)), None)  # type: ignore[attr-defined]
+    clear = next((line for line in site.clears() if _directly_under_accumulation(line)), None)
     first_backward = next((line for line in site.lines if line.backward), None)
     if clear is None or first_backward is None:
         return None
     condition, body = clear.conditions[0], list(site.node.body.body)  # type: ignore[union-attr]
-    start, end = index_of(body, first_backward.top), index_of(body, clear.top)
-    if file.span(first_backward.top)[0] >= file.span(condition)[0] or unstable(condition.test, body[start:end + 1]):
+    if file.span(first_backward.top)[0] >= file.span(condition)[0]:
+        return None  # the clear must move up, across the backward
+    crossed = body[index_of(body, first_backward.top):index_of(body, clear.top) + 1]
+    if unstable(condition.test, crossed):
         return None
     edit = Edit({id(clear.node)})
-    guarded = cst.If(test=condition.test.deep_clone(), body=cst.IndentedBlock(body=[moved(clear.node)]))  # type: ignore[arg-type]
+    guarded = cst.If(test=condition.test.deep_clone(), body=cst.IndentedBlock(body=[moved(clear.node)]))
     new = edit.insert(first_backward.top, guarded)
+    test = " ".join(code(condition.test).split())
     return file.mutant("accumulation-clear-before-last-backward", "loop", site.node, edit,
-                       f"clear {site.target} under `{' '.join(code(condition.test).split())}` before the backward", [new])
+                       f"clear {site.target} under `{test}` before the backward", [new])
+
+
+def _directly_under_accumulation(line: Line) -> bool:
+    """A statement of the body of the one accumulation `if` around it (not its `else`)."""
+    if len(line.conditions) != 1 or not accumulates(line.conditions[0]):
+        return False
+    return any(line.node is statement for statement in line.conditions[0].body.body)  # type: ignore[attr-defined]
 
 
 # --- functions and two-phase bodies ---------------------------------------------------------
@@ -240,54 +254,16 @@ def function_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
                           f"{name}: move {target}.zero_grad() before step{note}", [new])
     # ZG005 speaks of step functions no function here calls: a caller would be checked instead.
     if STEP_FUNCTION.fullmatch(name) and not called:
-        yield file.mutant("function-delete-clear", "function", function, Edit({id(line.node) for line in clears}),
+        edit = Edit({id(line.node) for line in clears})
+        yield file.mutant("function-delete-clear", "function", function, edit,
                           f"{name}: delete {target}.zero_grad()")
 
 
 def two_phase_mutants(file: File) -> Iterator[Optional[Mutant]]:
-    for scope, block in file.sites.blocks:
-        body = list(block.body)
-        loops = [(i, lines_of(s.body)) for i, s in enumerate(body) if isinstance(s, (cst.For, cst.While))]
-        for (i, first), (j, second) in zip(loops, loops[1:]):
-            between = lines_of(block, body[i + 1:j])
-            for target in sorted(_stepped(first) & _stepped(second)):
-                clear = _lone_clear(between, target, body[i + 1:j])
-                if clear is None or not _clears_first(first, target) or not _clears_after_step(second, target):
-                    continue
-                if interference(second + between, file.sites) or interference(first, file.sites):
-                    continue
-                if file.clean(body[i], body[j]):
-                    yield file.mutant("two-phase-drop-clear", scope, body[j], Edit({id(clear.node)}),
-                                      f"delete {target}.zero_grad() between two loops")
-
-
-def _stepped(lines: list[Line]) -> set[str]:
-    if not any(line.backward for line in lines):
-        return set()
-    return {target for line in lines for target in line.steps}
-
-
-def _lone_clear(between: list[Line], target: str, statements: Sequence[cst.CSTNode]) -> Optional[Line]:
-    """The only clear of the target between the loops, a statement of the body itself."""
-    clears = [line for line in between if target in line.clears]
-    if len(clears) != 1 or not clears[0].movable or not any(clears[0].node is s for s in statements):
-        return None
-    return clears[0]
-
-
-def _clears_first(lines: list[Line], target: str) -> bool:
-    """The loop clears the target only before its first backward: its last gradients stay."""
-    backwards = [i for i, line in enumerate(lines) if line.backward]
-    clears = [i for i, line in enumerate(lines) if target in line.clears]
-    return bool(clears) and max(clears) < backwards[0]
-
-
-def _clears_after_step(lines: list[Line], target: str) -> bool:
-    """The second loop backpropagates, steps and only then clears."""
-    backwards = [i for i, line in enumerate(lines) if line.backward]
-    steps = [i for i, line in enumerate(lines) if target in line.steps]
-    clears = [i for i, line in enumerate(lines) if target in line.clears]
-    return bool(clears) and backwards[0] < steps[0] < min(clears)
+    for pair in file.sites.pairs:
+        if file.clean(pair.first, pair.second):
+            yield file.mutant("two-phase-drop-clear", pair.scope, pair.second, Edit({id(pair.clear)}),
+                              f"delete {pair.target}.zero_grad() between two loops")
 
 
 # --- measuring ------------------------------------------------------------------------------
@@ -295,11 +271,11 @@ def _clears_after_step(lines: list[Line], target: str) -> bool:
 
 @dataclass
 class Tally:
-    made: Counter = field(default_factory=Counter)  # type: ignore[type-arg]
-    caught: Counter = field(default_factory=Counter)  # type: ignore[type-arg]
-    claimed: Counter = field(default_factory=Counter)  # type: ignore[type-arg]
-    repaired: Counter = field(default_factory=Counter)  # type: ignore[type-arg]
-    crashed: Counter = field(default_factory=Counter)  # type: ignore[type-arg]
+    made: Counter[Row] = field(default_factory=Counter)
+    caught: Counter[Row] = field(default_factory=Counter)
+    claimed: Counter[Row] = field(default_factory=Counter)
+    repaired: Counter[Row] = field(default_factory=Counter)
+    crashed: Counter[Row] = field(default_factory=Counter)
     missed: list[str] = field(default_factory=list)
     report_only: list[str] = field(default_factory=list)
     files_crashed: list[str] = field(default_factory=list)
@@ -309,7 +285,7 @@ class Crash(Exception):
     """zerograd raised, or reported its own internal error (ZG901)."""
 
 
-def _lint(source: str) -> list:  # type: ignore[type-arg]
+def _lint(source: str) -> list[Finding]:
     try:
         findings = lint_source(source)
     except Exception as error:  # noqa: BLE001  # any failure of the checker is a crash to count
@@ -325,28 +301,33 @@ def measure(mutant: Mutant, where: str, tally: Tally) -> None:
     label = f"{mutant.kind}: {where}:{mutant.first} ({mutant.what})"
     try:
         every = _lint(mutant.source)
-        found = [f for f in every if mutant.first <= f.line <= mutant.last]
-        if not any(f.code in mutant.expect for f in found):
-            tally.missed.append(f"{label} -> {','.join(sorted({f.code for f in found})) or 'nothing'}")
-            return
-        tally.caught[row] += 1
+    except Crash as error:
+        tally.crashed[row] += 1
+        tally.missed.append(f"{label} -> crash {error}")
+        return
+    found = [f for f in every if mutant.first <= f.line <= mutant.last]
+    if not any(f.code in mutant.expect for f in found):
+        tally.missed.append(f"{label} -> {','.join(sorted({f.code for f in found})) or 'nothing'}")
+        return
+    tally.caught[row] += 1
+    try:
         if not _claims_fix(mutant, every):
             tally.report_only.append(label)
             return
         tally.claimed[row] += 1
         tally.repaired[row] += _repaired(mutant, every)
-    except Exception as error:  # noqa: BLE001  # describe/fix_source may fail as well
+    except Exception as error:  # noqa: BLE001  # describe() and fix_source() may fail as well
         tally.crashed[row] += 1
-        tally.missed.append(f"{label} -> crash {error}")
+        tally.report_only.append(f"{label}: crash while fixing {error!r}")
 
 
-def _claims_fix(mutant: Mutant, every: list) -> bool:  # type: ignore[type-arg]
+def _claims_fix(mutant: Mutant, every: list[Finding]) -> bool:
     """zerograd offers a fix for the expected finding (JSON's "fix" is not null)."""
     marked = describe(mutant.source, every)
     return any(f.code in mutant.expect and f.fix and mutant.first <= f.line <= mutant.last for f in marked)
 
 
-def _repaired(mutant: Mutant, every: list) -> int:  # type: ignore[type-arg]
+def _repaired(mutant: Mutant, every: list[Finding]) -> int:
     """--fix removes every finding of the expected code from the file and adds none."""
     after = _lint(fix_source(mutant.source).source)
     return int(not any(f.code in mutant.expect for f in after) and len(after) <= len(every))
@@ -384,12 +365,14 @@ def print_table(tally: Tally) -> None:
         print(f"{row[0]:<40} {row[1]:<9} {'/'.join(codes):<11} {made:>7} {caught:>8} {share:>7} "
               f"{tally.claimed[row]:>7} {tally.repaired[row]:>8} {tally.crashed[row]:>5}")
     made, caught = sum(tally.made.values()), sum(tally.caught.values())
+    claimed, repaired, crashed = (sum(c.values()) for c in (tally.claimed, tally.repaired, tally.crashed))
     print(f"{'total':<40} {'':<9} {'':<11} {made:>7} {caught:>8} {100 * caught / max(made, 1):>6.1f}% "
-          f"{sum(tally.claimed.values()):>7} {sum(tally.repaired.values()):>8} {sum(tally.crashed.values()):>5}")
+          f"{claimed:>7} {repaired:>8} {crashed:>5}")
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--missed", action="store_true", help="list every mutant not detected")
     parser.add_argument("packages", nargs="*")
     args = parser.parse_args()
