@@ -147,13 +147,13 @@ def _findings(program: "Program", analyzer: "Analyzer", found: "dict[int, list[V
     callee's (reported once, at its own event); the rest are reported in the scope where the order
     goes wrong, at the call that leads to the event."""
     callees = {call.site: call.callee for function in program.functions for call in calls_of(function.body)}
-    explained = {fid: {(v.kind, v.chain) for v in verdicts} for fid, verdicts in found.items()}
+    explained = {fid: {(_family(v.kind), v.chain) for v in verdicts} for fid, verdicts in found.items()}
     reported: dict[tuple[str, int], tuple[str, str, int]] = {}
     for fid, verdicts in found.items():
         function = program.functions[fid]
         for verdict in verdicts:
             callee = callees.get(verdict.chain[0]) if len(verdict.chain) > 1 else None
-            if callee is not None and (verdict.kind, verdict.chain[1:]) in explained.get(callee, set()):
+            if callee is not None and (_family(verdict.kind), verdict.chain[1:]) in explained.get(callee, set()):
                 continue
             stepper = function.step_function and not analyzer.in_loop(fid, verdict.chain[0])
             code = code_for(verdict, stepper)
@@ -166,6 +166,12 @@ def _findings(program: "Program", analyzer: "Analyzer", found: "dict[int, list[V
         if not (code == "ZG003" and ("ZG002", site) in reported)
     ]
     return sorted(findings, key=lambda f: (f.line, f.col, f.code))
+
+
+def _family(kind: str) -> str:
+    """Leaks are one family: whether the caller's scope has a clear elsewhere (ZG004 rather than
+    ZG001) does not make a leak the callee shows on its own the caller's."""
+    return "leak" if kind in ("never_cleared", "skipped_clear", "partially_cleared") else kind
 
 
 def _syntax_error(source: str, reason: str, line: int, col: int) -> Finding:

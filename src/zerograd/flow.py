@@ -197,9 +197,10 @@ def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_
     found += [Verdict("frequency_mismatch", c, target, label) for c in wiped]
     leaking = [s for s in incoming if s.stale and s.pending]
     skipped = sorted({s.skip for s in leaking if s.skip})
-    if skipped:
-        found += [Verdict("frequency_mismatch", c, target, label) for c in skipped]
-    elif leaking:
+    found += [Verdict("frequency_mismatch", c, target, label) for c in skipped]
+    # Paths that leak without passing a skipped clear: the loop around the step never clears.
+    leaking = [s for s in leaking if not s.skip]
+    if leaking:
         kind = "skipped_clear" if has_clear or any(s.skip == () for s in leaking) else "never_cleared"
         if kind == "never_cleared" and partial is not None:
             found.append(Verdict("partially_cleared", chain, target, label, partial[0]))
