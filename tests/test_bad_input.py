@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -52,13 +51,13 @@ def test_file_contents(tmp_path: Path, content: bytes, exit_code: int, output: s
     assert len(result.stdout.splitlines()) <= 1 and result.stderr == ""
 
 
-def test_100k_line_file_is_checked_in_linear_time(tmp_path: Path) -> None:
+def test_100k_line_file_is_checked(tmp_path: Path) -> None:
+    """Its speed (time per line flat up to 100k lines) is measured by benchmarks/bench.py, not
+    here: a timed test on a shared machine fails for the machine's reasons."""
     unit = "def t{i}(m, loader, o):\n    for b in loader:\n        o.zero_grad()\n        m(b).backward()\n        o.step()\n\n"
     (tmp_path / "big.py").write_text("".join(unit.format(i=i) for i in range(100_000 // 6)) + BUG)
-    started = time.perf_counter()
     result = run(tmp_path, "big.py")
     assert result.returncode == 1 and result.stdout.count("ZG001") == 1
-    assert time.perf_counter() - started < 90
 
 
 def test_directory_symlink_loop(tmp_path: Path) -> None:

@@ -144,11 +144,12 @@ class TooBig(Exception):
 class Graph:
     """The control-flow graph of one scope; `repeat` closes it into a loop (a step function)."""
 
-    def __init__(self, function: Function, repeat: bool, of_call: CallSummary) -> None:
+    def __init__(self, function: Function, repeat: bool, of_call: CallSummary,
+                 cache: Optional[dict[int, Summary]] = None) -> None:
         self.nodes: list[Optional[Node]] = []  # an Event, a Call, or None
         self.succ: list[list[tuple[int, object]]] = []
         self.loop_of: list[Optional[Loop]] = []  # innermost loop of the scope around each node
-        self.cache: dict[int, Summary] = {}
+        self.cache: dict[int, Summary] = {} if cache is None else cache
         self.of_call = of_call
         self.body = function.body
         self.keys = _tested_twice(function.body, self.cache, of_call)

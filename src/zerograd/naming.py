@@ -11,6 +11,7 @@ from typing import Iterable, Optional, Sequence, Union
 import libcst as cst
 
 from .keys import rebase, root_of  # noqa: F401  (keys are plain strings)
+from .walk import nodes_in
 
 _EMPTY_MODULE = cst.Module(body=[])
 Statement = Union[cst.BaseStatement, cst.BaseSmallStatement]
@@ -162,8 +163,6 @@ def _flatten(target: cst.BaseExpression) -> Iterable[cst.BaseExpression]:
 
 
 def _walrus(statement: cst.CSTNode) -> Iterable[str]:
-    from .walk import nodes_in
-
     if isinstance(statement, (cst.If, cst.While)):
         for node in nodes_in(statement.test):
             if isinstance(node, cst.NamedExpr) and isinstance(node.target, cst.Name):

@@ -251,7 +251,8 @@ class Builder(Calls):
         if name in ("backward", "manual_backward"):
             if (self.info.qualify(func.value) or "").startswith(DIST_AUTOGRAD):
                 return []  # gradients go to the distributed autograd context, not to .grad
-            if self.key(func.value, ctx) in self.info.table.foreign:
+            foreign = self.info.table.foreign
+            if foreign and isinstance(func.value, (cst.Name, cst.Attribute)) and self.key(func.value, ctx) in foreign:
                 return []  # a Warp or TensorFlow tape
             return [self.event(Kind.BACKWARD, call, ctx)]
         if name == "zero_grad":

@@ -44,6 +44,7 @@ class Analyzer:
         self.memo: dict[tuple[int, str, State, Funcs], Outcome] = {}
         self.active: set[tuple[int, str, State, Funcs]] = set()
         self.statics: dict[tuple[int, Funcs], Summary] = {}
+        self.caches: dict[tuple[int, Funcs], dict[int, Summary]] = {}  # per-node summaries, shared
         self.work = 0
 
     # --- static summaries (what a function can do at all, in its caller's words) ------------
@@ -53,7 +54,7 @@ class Analyzer:
         if key not in self.statics:
             self.statics[key] = Summary()  # recursion: what is known so far
             function = self.program.functions[fid]
-            cache: dict[int, Summary] = {}
+            cache = self.caches.setdefault(key, {})
             self.statics[key] = summarize(function.body, cache, lambda call: self.call_summary(call, funcs))
         return self.statics[key]
 
@@ -94,7 +95,9 @@ class Analyzer:
     def graph(self, fid: int, repeat: bool, funcs: Funcs) -> Graph:
         key = (fid, repeat, funcs)
         if key not in self.graphs:
-            self.graphs[key] = Graph(self.program.functions[fid], repeat, lambda call: self.call_summary(call, funcs))
+            self.static(fid, funcs)
+            self.graphs[key] = Graph(self.program.functions[fid], repeat, lambda call: self.call_summary(call, funcs),
+                                     self.caches[(fid, funcs)])
         return self.graphs[key]
 
     def run(self, fid: int, target: str, entry: State, funcs: Funcs, repeat: bool = False) -> Outcome:
