@@ -13,8 +13,8 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from .model import Test
-from .keys import counter_of  # noqa: F401  (re-exported)
-from .naming import block_of, root_of, suites, text_of
+from .keys import root_of
+from .naming import block_of, suites, text_of
 from .walk import nodes_in
 
 # Name segments that speak of gradient accumulation when a counter is compared with them.

@@ -112,7 +112,8 @@ def chunk_source(source: str, tree: ast.Module) -> list[tuple[str, int, tuple[in
 
 
 def _first_line(statement: ast.stmt) -> int:
-    return min([statement.lineno] + [d.lineno for d in getattr(statement, "decorator_list", [])])
+    decorators: list[ast.expr] = getattr(statement, "decorator_list", [])
+    return min([statement.lineno] + [d.lineno for d in decorators])
 
 
 def _analyse(chunks: "list[Chunk]", settings: Settings) -> Report:

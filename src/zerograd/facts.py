@@ -174,7 +174,7 @@ class Collector:
                 facts.callees.add(used.value if isinstance(used, cst.Name) else used.attr.value)
         for arg in call.args:
             handed = arg.value
-            name = handed.value if isinstance(handed, cst.Name) else (
+            name: Optional[str] = handed.value if isinstance(handed, cst.Name) else (
                 handed.attr.value if isinstance(handed, cst.Attribute) else None)
             if name is None:
                 continue
@@ -182,7 +182,7 @@ class Collector:
             if _REGISTER_CALL.match(callee) or _REGISTER_KEYWORD.match(keyword):
                 self.info.registered.add(name)
 
-    def assignment(self, targets: list[cst.BaseExpression], value: cst.BaseExpression) -> None:
+    def assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if not isinstance(value, cst.Call):
             return
         qualified = self.info.qualify(value.func) or ""

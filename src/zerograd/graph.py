@@ -240,8 +240,8 @@ class Graph:
         micro = inner.backward and not inner.steps
         back = BackEffect(node.moves | node.targets, micro=micro, closure=node.closure)
         to_head: Wire = lambda n: self.edge(n, head, back)
-        leave = ExitEffect(frozenset(), micro=False)  # `break`
-        body_exits = Exits(lambda n: self.edge(n, done, leave), to_head, exits.ret, exits.exc)
+        broken = ExitEffect(frozenset(), micro=False)  # `break`
+        body_exits = Exits(lambda n: self.edge(n, done, broken), to_head, exits.ret, exits.exc)
         last = self.build(node.body, first, body_exits)
         if last is not None:
             to_head(last)

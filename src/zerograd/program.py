@@ -13,10 +13,11 @@ from typing import Iterable, Optional, Sequence, Union
 import libcst as cst
 
 from .facts import ClassInfo, Collector, ModuleInfo, mark_relevant
-from .model import Function, Program, Settings
+from .model import Function, Program, Seq, Settings
 from .naming import assigned_names, block_of, suites
 from .optimizers import NON_TORCH_NUMERIC, OTHER_AUTOGRAD_ROOTS, TORCH_FAMILY, OptimizerTable
-from .scopes import Builder, Context
+from .calls import Context
+from .scopes import Builder
 from .sites import Chunk, Sites
 
 # Names of per-batch update functions (rules.md section 3); `test_*` and `main` never are.
@@ -72,8 +73,6 @@ def _module_scope(builder: Builder, chunks: list[Chunk], info: ModuleInfo) -> Fu
         for top, statement in enumerate(chunk.module.body):
             builder.sites.chunk, builder.sites.top = number, top
             items.extend(builder.statement(statement, ctx))
-    from .model import Seq
-
     return Function("<module>", Seq(tuple(items)), -1, local=assigned_names(body))
 
 
@@ -136,7 +135,5 @@ def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo], info: Modu
                 yield from _functions(block_of(suite), cls, info)
 
 
-def _empty():  # type: ignore[no-untyped-def]
-    from .model import Seq
-
+def _empty() -> "Seq":
     return Seq()

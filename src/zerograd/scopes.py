@@ -16,6 +16,7 @@ from .conditions import classify, classify_flag, flag_definitions, names_of
 from .calls import Calls, Context, Owner
 from .facts import ModuleInfo
 from .grads import grad_written
+from .keys import root_of
 from .model import Branch, Call, Event, Jump, Kind, Loop, Node, Seq, Test, Try
 from .naming import (
     assigned_names,
@@ -24,7 +25,6 @@ from .naming import (
     collection_key,
     element_name,
     receiver_key,
-    root_of,
     statements_of,
     text_of,
 )
