@@ -174,13 +174,13 @@ class Collector:
                 facts.callees.add(used.value if isinstance(used, cst.Name) else used.attr.value)
         for arg in call.args:
             handed = arg.value
-            name: Optional[str] = handed.value if isinstance(handed, cst.Name) else (
+            handed_name = handed.value if isinstance(handed, cst.Name) else (
                 handed.attr.value if isinstance(handed, cst.Attribute) else None)
-            if name is None:
+            if handed_name is None:
                 continue
             keyword = arg.keyword.value if arg.keyword else ""
             if _REGISTER_CALL.match(callee) or _REGISTER_KEYWORD.match(keyword):
-                self.info.registered.add(name)
+                self.info.registered.add(handed_name)
 
     def assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if not isinstance(value, cst.Call):
