@@ -44,6 +44,7 @@ class Calls:
     unresolved: dict[str, bool]  # method names called on unknown receivers -> that scope clears
     called: set[int]  # functions with a resolved caller
     optimizer_params: set[tuple[int, str]]  # parameters some caller passes an optimizer to
+    doubted: set[tuple[int, str]]  # receivers judged no optimizer, per function
 
     def key(self, node: cst.BaseExpression, ctx: Context) -> str:
         raise NotImplementedError

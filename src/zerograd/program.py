@@ -52,7 +52,8 @@ def build(module: Union[cst.Module, list[Chunk]], settings: Settings) -> tuple[P
     # the functions whose parameters were found so, until nothing new is learnt.
     for _ in range(3):
         known = set(builder.optimizer_params)
-        stale = {f for f, _ in known}
+        stale = {f for f, _ in known & builder.doubted}
+        builder.doubted = {(f, r) for f, r in builder.doubted if f not in stale}  # rebuilt afresh
         for position, (function, cls, (sites.chunk, sites.top)) in enumerate(placed, start=1):
             if id(function) in stale:
                 scopes[position] = _function_scope(builder, function, cls, info)

@@ -46,6 +46,7 @@ class Builder(Calls):
         self.called: set[int] = set()  # functions with a resolved caller
         # Parameters some caller passes an optimizer to: `def step(o): o.step()` steps it.
         self.optimizer_params: set[tuple[int, str]] = set()
+        self.doubted: set[tuple[int, str]] = set()  # receivers judged no optimizer, per function
 
     # --- statements -------------------------------------------------------------------------
 
@@ -226,7 +227,10 @@ class Builder(Calls):
     def is_optimizer(self, receiver: str, ctx: Context) -> bool:
         if ctx.function is not None and (id(ctx.function), receiver) in self.optimizer_params:
             return not self.info.table.is_excluded(receiver, True)  # evidence from the callers
-        return self.info.table.is_optimizer(receiver, receiver in ctx.evidence)
+        found = self.info.table.is_optimizer(receiver, receiver in ctx.evidence)
+        if not found and ctx.function is not None:
+            self.doubted.add((id(ctx.function), receiver))  # a caller may show it is one
+        return found
 
     # --- calls ------------------------------------------------------------------------------
 
