@@ -59,6 +59,8 @@ class Calls:
             if isinstance(func, cst.Name) and ctx.function is not None and func.value in self._facts(ctx).parameters:
                 return [Call(self.sites.site(call), -1, param=func.value)]
             if isinstance(func, cst.Attribute):
+                # Remembered for step functions: an unknown `x.update()` in a scope that clears
+                # may be the caller of a method named `update` (program.py).
                 clears = bool(self._facts(ctx).cleared)
                 self.unresolved[func.attr.value] = self.unresolved.get(func.attr.value, False) or clears
             return []
@@ -66,6 +68,7 @@ class Calls:
         self.called.add(id(function))
         if id(function) not in self.index:
             return []  # it performs no event, directly or through what it calls
+        # A partial's bound arguments come first, as when Python calls it.
         partial = self._partial(call.func, ctx)
         args = [*partial.args[1:], *call.args] if partial is not None else list(call.args)
         return [self._call_node(call, function, receiver, ctx, args)]
@@ -102,6 +105,7 @@ class Calls:
                 self.called.add(id(handed[0]))
                 funcs.append((name, self.index[id(handed[0])], handed[1] or ""))
             elif isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
+                # Receivers are bound by name: the callee's `optimizer` is the caller's `self.opt`.
                 key = self.key(arg.value, ctx)
                 bindings.append((name, key))
                 if self.is_optimizer(key, ctx):
@@ -125,7 +129,7 @@ class Calls:
                 if func.value in facts.nested:
                     return facts.nested[func.value], None
                 if func.value in facts.parameters:
-                    return None
+                    return None  # a parameter shadows a function of the same name
                 scope = facts.parent
             found = self.info.functions.get(func.value)
             return (found, None) if found is not None else None

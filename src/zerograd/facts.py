@@ -200,6 +200,7 @@ class Collector:
         table = self.info.table
         if is_optimizer_callee(qualified):
             table.built.add(key)
+            # Only LBFGS (or a class we do not know) evaluates a step's closure more than once.
             if not qualified.endswith("LBFGS") and qualified.rsplit(".", 1)[-1][:1].isupper():
                 table.single_evaluation.add(key)
             module = parameters_owner(value)
@@ -215,6 +216,7 @@ class Collector:
             if "." not in key:
                 self.facts.partials[key] = value
         elif qualified in self.info.classes:
+            # An instance of a class defined here: its methods resolve (`self.agent.update()`).
             if key.startswith("self.") and self.cls is not None:
                 self.cls.attributes[key] = qualified
             else:

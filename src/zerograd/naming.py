@@ -145,6 +145,7 @@ def assigned_names(body: Sequence[cst.CSTNode]) -> frozenset[str]:
         elif isinstance(statement, cst.With):
             targets = [item.asname.name for item in statement.items if item.asname is not None]
         for target in targets:
+            # `self.step += 1` moves `self.step`, not every attribute of `self`.
             for element in _flatten(target):
                 names.add(text_of(element) if isinstance(element, cst.Attribute) else root_of(text_of(element)))
         for node in _walrus(statement):

@@ -51,6 +51,8 @@ class Builder(Calls):
     # --- statements -------------------------------------------------------------------------
 
     def scope(self, body: Sequence[cst.CSTNode], ctx: Context) -> Seq:
+        # Aliases and flags are read from the whole body first: a name is used before (in the
+        # source) the loop that binds it comes round again.
         return self.block(body, self.aliases(body, ctx))
 
     def block(self, body: Sequence[cst.CSTNode], ctx: Context) -> Seq:

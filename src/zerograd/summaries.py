@@ -101,6 +101,8 @@ class Analyzer:
         return self.graphs[key]
 
     def run(self, fid: int, target: str, entry: State, funcs: Funcs, repeat: bool = False) -> Outcome:
+        """The fixed point of one scope from one entry state: a worklist of (node, state) pairs,
+        each state set only growing, so it ends; the budget makes sure it ends soon."""
         graph = self.graph(fid, repeat, funcs)
         states: list[set[State]] = [set() for _ in graph.nodes]
         states[graph.head].add(entry)
@@ -114,6 +116,8 @@ class Analyzer:
             node, state = work.pop()
             item = graph.nodes[node]
             if isinstance(item, Event):
+                # Steps are judged on every state that reaches them, after the fixed point:
+                # "a clear on every path" is a property of the whole set, not of one state.
                 if item.kind is Kind.STEP and item.target == target:
                     outcome.steps.setdefault((item.site,), (item, set()))[1].add(state)
                 outs = [transfer(item, state, target, links)]
@@ -151,6 +155,8 @@ class Analyzer:
             finally:
                 self.active.discard(key)
         if inner_target != NOBODY:
+            # The callee's steps, as reached from here, are this scope's to judge too (with the
+            # caller's states they may show what the callee alone cannot).
             for chain, (event, states) in found.steps.items():
                 entry_states = outcome.steps.setdefault((call.site,) + chain, (event, set()))[1]
                 entry_states.update(_lift(s, call.site, state.facts) for s in states)
@@ -166,7 +172,7 @@ class Analyzer:
         graph = self.graph(fid, function.step_function, ())
         verdicts = []
         for chain, (event, states) in sorted(outcome.steps.items()):
-            label = event.label if len(chain) == 1 else target
+            label = event.label if len(chain) == 1 else target  # name it in this scope's words
             around = self._around(graph, chain[0])
             has_clear = around is not None and around.may_clear(target, self.program.links)
             partial = around.partial if around is not None else None
