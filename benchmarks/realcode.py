@@ -1,11 +1,17 @@
-"""Run zerograd over the pinned real packages of realcode.lock.json and print what it finds.
+"""Run zerograd over the pinned real code (PyPI packages and GitHub repositories) and print what
+it finds, per package and per half of the corpus.
 
-    python benchmarks/realcode.py              # the table
-    python benchmarks/realcode.py --findings   # and every finding, path:line:col: CODE message
-    python benchmarks/realcode.py --update-lock  # re-pin the newest releases (then review)
+    python benchmarks/realcode.py                  # both halves, one table each
+    python benchmarks/realcode.py --split check    # only the held-apart half
+    python benchmarks/realcode.py --findings       # and every finding, path:line:col: CODE message
+    python benchmarks/realcode.py --update-lock    # pin new packages / repositories (then review)
 
-Every finding printed here must be listed in benchmarks/REALCODE.md as a real bug; a false
-positive is fixed in the analysis with a fixture instead.
+Packages come from PyPI (realcode.lock.json: version, file, sha256); repositories from a local
+mirror (ZEROGRAD_MIRROR, one git directory per repository named owner+name) or a clone at the
+pinned commit (realcode.repos.lock.json), skipped with a message when neither is possible. Every
+entry belongs to the *tune* or the *check* half by a hash of its name (corpus.split_of), fixed
+before any review. Every finding printed here must be listed in benchmarks/REALCODE.md as a real
+bug; a false positive is fixed in the analysis with a fixture instead.
 """
 
 from __future__ import annotations
@@ -18,80 +24,191 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from corpus import CACHE, extract, fetch, load_lock, python_files, update_lock  # noqa: E402
+from corpus import CACHE, extract, extract_repo, fetch, load_lock, pin_repos, update_lock  # noqa: E402
 
-from zerograd.engine import inspect_source  # noqa: E402
+from zerograd.engine import Report, inspect_source  # noqa: E402
+from zerograd.notebook import NotebookError, read_notebook  # noqa: E402
 from zerograd.files import decode  # noqa: E402
 from zerograd.suppress import unsuppressed  # noqa: E402
 
 LOCK = "realcode.lock.json"
-PACKAGES = [
-    "transformers", "lightning", "fastai", "skorch", "speechbrain", "trl", "mmengine", "recbole",
-    "adversarial-robustness-toolbox", "snntorch", "pytorch-metric-learning", "lightly", "torchtune",
-    "mosaicml", "pytorch-pfn-extras", "alibi-detect", "deepspeed", "normflows", "pytorch-forecasting",
-    "fairseq",
-    # Beyond the issue's list: textbook loops, GANs (several optimizers), RL, training frameworks.
-    # (pytorch-ignite, poutyne, stable-baselines3, d2l and cleanrl were here: they are reserved for
-    # independent measurement, ../shared/heldout-corpus.txt; the fixtures their review gave stay.)
-    "torchgan", "pythae", "lightning-bolts", "torchbearer",
-]
+REPOS_LOCK = "realcode.repos.lock.json"
+# PyPI packages with PyTorch training code, by domain (none of ../shared/heldout-corpus.txt:
+# pytorch-ignite, poutyne, stable-baselines3, d2l and cleanrl were here once and were taken out;
+# the fixtures their review gave stay). Each is pinned in realcode.lock.json with its split.
+DOMAINS = {
+    "frameworks": (
+        "transformers lightning fastai skorch mmengine mosaicml pytorch-pfn-extras deepspeed "
+        "torchbearer pytorch-accelerated torchtnt hivemind keras trainer colossalai "
+        "lightning-bolts"
+    ),
+    "nlp": (
+        "speechbrain trl fairseq torchtune simpletransformers pytorch-nlp stanza adapters setfit "
+        "gliner fastNLP parlai texar-pytorch farm ludwig colbert-ai flagembedding litgpt nanotron "
+        "openrlhf llama-recipes peft"
+    ),
+    "vision": (
+        "lightly pytorch-metric-learning segmentation-models-pytorch torchdistill open-clip-torch "
+        "facenet-pytorch super-gradients solo-learn classy-vision mmpretrain mmsegmentation mmdet "
+        "kornia effdet pytorchvideo"
+    ),
+    "generative": (
+        "torchgan pythae normflows denoising-diffusion-pytorch imagen-pytorch dalle2-pytorch "
+        "stylegan2-pytorch lightweight-gan deep-daze big-sleep k-diffusion nflows zuko audiocraft"
+    ),
+    "audio": (
+        "asteroid pyannote-audio TTS s3prl nemo-toolkit demucs wenet"
+    ),
+    "rl": (
+        "sample-factory agilerl DI-engine autonomous-learning-library garage machin rl4co rlberry "
+        "mbrl torch-ac pearl-rl rlpyt"
+    ),
+    "tabular": (
+        "pytorch-tabular autogluon-tabular tabpfn rtdl deepctr-torch torch-rechub cornac recbole"
+    ),
+    "graphs": (
+        "torchdrug cogdl dive-into-graphs torch-geometric-temporal dgllife"
+    ),
+    "timeseries": (
+        "pytorch-forecasting darts neuralforecast tsai neuralprophet gluonts"
+    ),
+    "probabilistic": (
+        "bayesian-torch laplace-torch blitz-bayesian-pytorch torchbnn pyknos"
+    ),
+    "meta-continual": (
+        "higher torchmeta continuum"
+    ),
+    "privacy-federated": (
+        "fedlab crypten flwr fedml"
+    ),
+    "robotics": (
+        "robomimic lerobot"
+    ),
+    "scientific": (
+        "deepxde neuraloperator torchdyn torchdiffeq pina-mathlab schnetpack torchani nequip "
+        "chemprop"
+    ),
+    "automl-compression": (
+        "nni autoPyTorch archai nncf neural-compressor brevitas torch-pruning"
+    ),
+    "robustness-explain": (
+        "adversarial-robustness-toolbox torchattacks advertorch captum torch-lucent alibi-detect"
+    ),
+    "snn-misc": (
+        "snntorch norse spikingjelly"
+    ),
+    "medical": (
+        "nnunetv2 torchio"
+    ),
+}
+PACKAGES = [name for names in DOMAINS.values() for name in names.split()]
+# GitHub training repositories (paper reproductions, model zoos, course code), none reserved.
+REPOS = """
+karpathy/minGPT karpathy/build-nanogpt karpathy/makemore pranz24/pytorch-soft-actor-critic sfujim/TD3
+sfujim/BCQ seungeunrho/minimalRL kuangliu/pytorch-cifar weiaicunzai/pytorch-cifar100 facebookresearch/detr
+facebookresearch/dino facebookresearch/mae facebookresearch/deit facebookresearch/drqv2
+ikostrikov/pytorch-a2c-ppo-acktr-gail higgsfield/RL-Adventure higgsfield/RL-Adventure-2 ShangtongZhang/DeepRL
+nikhilbarhate99/PPO-PyTorch denisyarats/pytorch_sac Kaixhin/Rainbow MishaLaskin/curl HobbitLong/RepDistiller
+AberHu/Knowledge-Distillation-Zoo dragen1860/MAML-Pytorch znxlwm/pytorch-generative-model-collections
+w86763777/pytorch-gan-collections rosinality/stylegan2-pytorch openai/improved-diffusion openai/guided-diffusion
+NVlabs/edm WongKinYiu/yolov7 clovaai/deep-text-recognition-benchmark lucidrains/vit-pytorch
+jadore801120/attention-is-all-you-need-pytorch bentrevett/pytorch-seq2seq bentrevett/pytorch-sentiment-analysis
+graykode/nlp-tutorial hunkim/PyTorchZeroToAll MorvanZhou/PyTorch-Tutorial rasbt/LLMs-from-scratch
+""".split()
 CODES = ["ZG001", "ZG002", "ZG003", "ZG004", "ZG005", "ZG900", "ZG901"]
+COLUMNS = ("files", "scopes", "stepfn", "capped")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--findings", action="store_true", help="print every finding")
-    parser.add_argument("--update-lock", action="store_true", help="pin the newest releases")
-    parser.add_argument("packages", nargs="*", help="only these packages")
+    parser.add_argument("--update-lock", action="store_true", help="pin new packages and repositories")
+    parser.add_argument("--split", choices=("tune", "check", "all"), default="all")
+    parser.add_argument("names", nargs="*", help="only these packages or repositories")
     args = parser.parse_args()
     if args.update_lock:
         update_lock(LOCK, PACKAGES)
+        pin_repos(REPOS_LOCK, REPOS)
         return 0
-    lock = load_lock(LOCK)
-    chosen = args.packages or list(lock)
-    header = (f"{'package':<32} {'files':>6} {'scopes':>6} {'stepfn':>6} {'capped':>6} "
-              + " ".join(f"{c:>5}" for c in CODES))
-    print(header)
-    totals: Counter[str] = Counter()
-    details = []
+    entries = _entries(args.names)
+    details: list[str] = []
     started = time.perf_counter()
-    for package in chosen:
-        root = extract(fetch(package, lock[package]))
-        row: Counter[str] = Counter()
-        for path in python_files(root):
-            row["files"] += 1
-            source = decode(path.read_bytes()) if _decodable(path) else None
-            if source is None:
-                continue
-            report = inspect_source(source)
-            row["scopes"] += report.scopes
-            row["stepfn"] += report.step_functions
-            row["capped"] += report.capped
-            for finding in unsuppressed(report.findings, source.splitlines()):
-                row[finding.code] += 1
-                relative = path.relative_to(CACHE / "src")
-                details.append(f"{relative}:{finding.line}:{finding.col + 1}: {finding.code} {finding.message}")
-        totals.update(row)
-        name = f"{package}=={lock[package]['version']}"
-        print(_row(name, row))
-    print(_row("total", totals))
+    for split in ("tune", "check"):
+        if args.split in (split, "all"):
+            _table(split, [e for e in entries if e[2]["split"] == split], details)
     print(f"({time.perf_counter() - started:.1f} s)")
     if args.findings:
         print("\n".join(details))
     return 0
 
 
-def _row(name: str, row: "Counter[str]") -> str:
-    counts = [row[c] for c in ("files", "scopes", "stepfn", "capped")]
-    return f"{name:<32} " + " ".join(f"{n:>6}" for n in counts) + " " + " ".join(f"{row[c]:>5}" for c in CODES)
+def _entries(names: list[str]) -> list[tuple[str, str, dict[str, str]]]:
+    """(kind, name, pin) of every package and repository asked for, in lock order."""
+    found = [("pypi", n, p) for n, p in load_lock(LOCK).items()]
+    found += [("github", n, p) for n, p in load_lock(REPOS_LOCK).items()]
+    return [e for e in found if not names or e[1] in names]
 
 
-def _decodable(path: Path) -> bool:
+def _table(split: str, entries: list[tuple[str, str, dict[str, str]]], details: list[str]) -> None:
+    print(f"\n{split} half: {len(entries)} entries")
+    print(f"{'package or repository':<48} " + " ".join(f"{c:>6}" for c in COLUMNS) + " "
+          + " ".join(f"{c:>5}" for c in CODES))
+    totals: Counter[str] = Counter()
+    for kind, name, pin in entries:
+        root = extract(fetch(name, pin)) if kind == "pypi" else extract_repo(name, pin)
+        if root is None:
+            print(f"{name}: no mirror and no network: skipped")
+            continue
+        row = _scan(root, details)
+        totals.update(row)
+        label = f"{name}=={pin['version']}" if kind == "pypi" else f"{name}@{pin['commit'][:10]}"
+        print(_row(label, row))
+    print(_row("total", totals))
+    sites = totals["scopes"]
+    false = "see REALCODE.md"
+    print(f"findings: {sum(totals[c] for c in CODES[:5])} on {sites} analysed scopes ({false})")
+
+
+def _scan(root: Path, details: list[str]) -> "Counter[str]":
+    row: Counter[str] = Counter()
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".ipynb") and p.is_file()):
+        row["files"] += 1
+        checked = _check(path)
+        if checked is None:
+            continue
+        report, lines, where = checked
+        row["scopes"] += report.scopes
+        row["stepfn"] += report.step_functions
+        row["capped"] += report.capped
+        for finding in unsuppressed(report.findings, lines):
+            row[finding.code] += 1
+            details.append(f"{path.relative_to(CACHE / 'src')}:{where(finding)}: {finding.code} {finding.message}")
+    return row
+
+
+def _check(path: Path):  # type: ignore[no-untyped-def]
+    """The report of one file, its lines, and how to print a finding's place (cells in notebooks)."""
     try:
-        decode(path.read_bytes())
-        return True
-    except (SyntaxError, UnicodeDecodeError, LookupError):
-        return False
+        text = decode(path.read_bytes())
+    except (SyntaxError, UnicodeDecodeError, LookupError, OSError):
+        return None
+    if path.suffix == ".ipynb":
+        try:
+            notebook = read_notebook(text)
+        except (NotebookError, ValueError):
+            return None
+        report: Report = inspect_source(notebook.source)
+
+        def cell(finding):  # type: ignore[no-untyped-def]
+            placed = notebook.locate(finding)
+            return f"cell_{placed.cell[0]}:{placed.cell[1]}:{finding.col + 1}" if placed.cell else f"{finding.line}"
+
+        return report, notebook.source.splitlines(), cell
+    return inspect_source(text), text.splitlines(), lambda f: f"{f.line}:{f.col + 1}"
+
+
+def _row(name: str, row: "Counter[str]") -> str:
+    return f"{name:<48} " + " ".join(f"{row[c]:>6}" for c in COLUMNS) + " " + " ".join(f"{row[c]:>5}" for c in CODES)
 
 
 if __name__ == "__main__":
