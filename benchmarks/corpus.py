@@ -8,7 +8,6 @@ whatever index pip is configured with.
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import subprocess
@@ -141,15 +140,21 @@ def extract_repo(repo: str, pin: dict[str, str]) -> Optional[Path]:
     found = git_dir(repo)
     if found is None:
         return None
-    archive = subprocess.run(["git", f"--git-dir={found}", "archive", "--format=tar", pin["commit"]],
-                             capture_output=True)
-    if archive.returncode != 0:
-        return None  # the mirror does not hold the pinned commit
     out.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        members = [m for m in tar.getmembers() if m.isfile() and m.name.endswith((".py", ".ipynb"))
-                   and ".." not in m.name]
-        tar.extractall(out, members=members)
+    listing = subprocess.run(["git", f"--git-dir={found}", "ls-tree", "-r", "-z", pin["commit"]],
+                             capture_output=True)
+    if listing.returncode != 0:
+        return None  # the mirror does not hold the pinned commit
+    # One blob at a time: a snapshot may list its largest files without holding them.
+    for entry in listing.stdout.split(b"\0"):
+        meta, _, name = entry.decode("utf-8", "replace").partition("\t")
+        if not name.endswith((".py", ".ipynb")) or ".." in name or " blob " not in meta:
+            continue
+        blob = subprocess.run(["git", f"--git-dir={found}", "cat-file", "blob", meta.split()[2]], capture_output=True)
+        if blob.returncode == 0:
+            target = out / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(blob.stdout)
     (out / ".complete").write_text("")
     return out
 

@@ -203,9 +203,7 @@ class Collector:
             # Only LBFGS (or a class we do not know) evaluates a step's closure more than once.
             if not qualified.endswith("LBFGS") and qualified.rsplit(".", 1)[-1][:1].isupper():
                 table.single_evaluation.add(key)
-            module = parameters_owner(value)
-            if module is not None:
-                table.links.setdefault(key, set()).add(module)
+            table.links.setdefault(key, set()).update(parameters_owners(value))
         elif is_scaler_callee(qualified):
             table.scalers.add(key)
         elif is_engine_callee(qualified) or qualified.split(".", 1)[0] in NON_TORCH_ROOTS:
@@ -223,13 +221,15 @@ class Collector:
                 self.facts.instances[key] = qualified
 
 
-def parameters_owner(call: cst.Call) -> Optional[str]:
-    """`Adam(model.parameters(), ...)` -> "model" (the first `.parameters()` in the arguments)."""
+def parameters_owners(call: cst.Call) -> list[str]:
+    """`Adam(chain(g.parameters(), d.parameters()))` -> ["g", "d"]: every module whose
+    `.parameters()` the arguments hold."""
+    owners = []
     for inner in calls_in(call):
         func = inner.func
         if inner is not call and isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "named_parameters"):
-            return receiver_key(func.value)
-    return None
+            owners.append(receiver_key(func.value))
+    return owners
 
 
 def mark_relevant(info: ModuleInfo) -> None:

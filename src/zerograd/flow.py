@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from .graph import ArmEffect, BackEffect, Chain, ExitEffect, RaiseEffect, covers, unrelated
+from .graph import ArmEffect, BackEffect, Chain, ExitEffect, RaiseEffect, covers, shares, unrelated
 from .model import Event, Kind, Test
 
 # Why pending gradients may have skipped a step: nothing, a branch not taken, an accumulation
@@ -54,6 +54,9 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         return s._replace(foreign=True)
     if kind is Kind.CLEAR and event.target is not None and covers(event.target, target):
         return _cleared(s, (event.site,), event.zeroes)
+    if kind is Kind.CLEAR and event.target is not None and shares(event.target, target, links):
+        # Another optimizer over some of the same parameters: a possible clear of this one.
+        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None, foreign=False)
     if kind is Kind.BUILD and event.target == target:
         return s._replace(stale=False, skip=None)
     if kind is Kind.MAYBE_CLEAR and not unrelated(event.target, target, links):
@@ -129,7 +132,10 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
     skips_step = here.jumps or (target not in here.steps and any(target in sm.steps for sm in effect.summaries))
     guard, counter = s.guard, s.counter
     if s.pending and not s.foreign and skips_step:
-        guard = ACCUM_GUARD if accumulation else (SKIP_GUARD if here.jumps else OTHER_GUARD)
+        # A jump on the caller's say-so (`if not should_step: return`) may be the caller's
+        # accumulation: it proves no skipped batch.
+        skipped = here.jumps and not (test is not None and test.external)
+        guard = ACCUM_GUARD if accumulation else (SKIP_GUARD if skipped else OTHER_GUARD)
         counter = effect.counter if accumulation else None
     skip = s.skip
     if s.stale and here.clear_of(target) is None and elsewhere:

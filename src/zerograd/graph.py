@@ -85,7 +85,8 @@ class Summary:
 
     def may_clear(self, target: str, links: dict[str, frozenset[str]]) -> bool:
         """Some clear here may clear `target` (its own, or a module's that may hold it)."""
-        return self.clear_of(target) is not None or any(not unrelated(m, target, links) for m in self.maybe)
+        return (self.clear_of(target) is not None or any(not unrelated(m, target, links) for m in self.maybe)
+                or any(shares(other, target, links) for other in self.clears))
 
     def clear_of(self, target: str) -> Optional[Chain]:
         for cleared, chain in self.clears.items():
@@ -215,7 +216,7 @@ class Graph:
         test = node.test
         if test is not None and test.key not in self.keys:
             # Tested once: its outcome correlates with nothing.
-            test = Test(test.accumulation, None, invariant=test.invariant)
+            test = Test(test.accumulation, None, invariant=test.invariant, external=test.external)
         join = self.node()
         reached = False
         for index, arm in enumerate(node.arms):
@@ -339,3 +340,11 @@ def unrelated(module: Optional[str], target: str, links: dict[str, frozenset[str
     if module is None or not held:
         return False
     return not any(within(m, module) for m in held)
+
+
+def shares(other: str, target: str, links: dict[str, frozenset[str]]) -> bool:
+    """Two optimizers known to hold parameters of one module (`info_optim` over `G` and `D`)."""
+    mine, theirs = links.get(target), links.get(other)
+    if other == target or not mine or not theirs:
+        return False
+    return any(within(a, b) or within(b, a) for a in mine for b in theirs)

@@ -39,6 +39,7 @@ class Test:
     residue: int = 0  # modular keys ("mod:counter%modulus"): true when counter ≡ residue
     positive: bool = True  # False when arm 0 runs where the keyed condition is false
     invariant: bool = False  # cannot change between iterations of the loop around it (a knob)
+    external: bool = False  # reads only the function's parameters: the caller's decision
 
 
 @dataclass(frozen=True)

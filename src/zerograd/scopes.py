@@ -137,7 +137,9 @@ class Builder(Calls):
         # A knob (`if self.clear_every_step:`) tested in a loop that never assigns it takes the
         # same arm in every iteration: its arms are configurations, not paths of iterations.
         knob = ctx.moves is not None and names is not None and not found.accumulation and not (names & ctx.moves)
-        return replace(found, invariant=knob) if knob else found
+        params = self._facts(ctx).parameters if ctx.function is not None else set()
+        external = bool(names) and names is not None and {root_of(n) for n in names} <= params
+        return replace(found, invariant=knob, external=external) if knob or external else found
 
     def _loop(self, node: Union[cst.For, cst.While], ctx: Context) -> list[Node]:
         body_nodes = block_of(node.body)
