@@ -34,11 +34,16 @@ def classify(test: cst.BaseExpression) -> Test:
     return Test(accumulation, text_of(test), 0, positive)
 
 
+PURE = frozenset({"isinstance", "issubclass", "hasattr", "getattr", "callable", "type"})
+
+
 def names_of(test: cst.BaseExpression) -> Optional[frozenset[str]]:
     """The names a test reads (`self.cfg.clip` -> itself and `self`), or None when it calls
     something: a call may give another answer every time."""
     found: set[str] = set()
     for node in nodes_in(test):
+        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in PURE:
+            continue  # `isinstance(self.optimizer, LBFGS)` answers the same for the same names
         if isinstance(node, (cst.Call, cst.Await, cst.Yield, cst.NamedExpr, cst.Lambda)):
             return None
         if isinstance(node, (cst.Name, cst.Attribute)):

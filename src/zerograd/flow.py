@@ -135,6 +135,9 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
         # A jump on the caller's say-so (`if not should_step: return`) may be the caller's
         # accumulation: it proves no skipped batch.
         skipped = here.jumps and not (test is not None and test.external)
+        # Accumulation skips the step in k - 1 of k iterations: a jump in the arm where the
+        # congruence holds (`if steps % every == 0: return`, a checkpoint) is no accumulation.
+        accumulation = accumulation and not (here.jumps and effect.congruent)
         guard = ACCUM_GUARD if accumulation else (SKIP_GUARD if skipped else OTHER_GUARD)
         counter = effect.counter if accumulation else None
     skip = s.skip

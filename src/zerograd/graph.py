@@ -30,6 +30,7 @@ class ArmEffect:
     arm: int
     summaries: tuple["Summary", ...]
     counter: Optional[str] = None  # of an accumulation test, even when its outcome is not kept
+    congruent: Optional[bool] = None  # a modular test's arm where `counter % k == r` holds
 
 
 @dataclass(frozen=True)
@@ -221,7 +222,9 @@ class Graph:
         reached = False
         for index, arm in enumerate(node.arms):
             entry = self.node()
-            self.edge(at, entry, ArmEffect(test, index, summaries, counter_of(node.test.key if node.test else None)))
+            key = node.test.key if node.test else None
+            congruent = (index == 0) == node.test.positive if node.test and key and key.startswith("mod:") else None
+            self.edge(at, entry, ArmEffect(test, index, summaries, counter_of(key), congruent))
             last = self.build(arm, entry, exits)
             if last is not None:
                 self.edge(last, join)

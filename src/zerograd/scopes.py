@@ -12,7 +12,7 @@ from typing import Optional, Sequence, Union
 
 import libcst as cst
 
-from .conditions import classify, classify_flag, flag_definitions, names_of
+from .conditions import PURE, classify, classify_flag, flag_definitions, names_of
 from .calls import Calls, Context, Owner
 from .facts import ModuleInfo
 from .grads import grad_written
@@ -136,9 +136,15 @@ class Builder(Calls):
         names = names_of(test)
         # A knob (`if self.clear_every_step:`) tested in a loop that never assigns it takes the
         # same arm in every iteration: its arms are configurations, not paths of iterations.
-        knob = ctx.moves is not None and names is not None and not found.accumulation and not (names & ctx.moves)
+        roots = {root_of(n) for n in names} if names else set()
+        knob = names is not None and not found.accumulation and (
+            (ctx.moves is not None and not (names & ctx.moves))
+            # The object's own configuration (`isinstance(self.optimizer, LBFGS)`) is the same
+            # in every call of its method.
+            or (ctx.function is not None and ctx.moves is None and "self" in roots
+                and roots <= {"self", "cls", *PURE, *self.info.aliases}))
         params = self._facts(ctx).parameters if ctx.function is not None else set()
-        external = bool(names) and names is not None and {root_of(n) for n in names} <= params
+        external = bool(roots) and roots <= params
         return replace(found, invariant=knob, external=external) if knob or external else found
 
     def _loop(self, node: Union[cst.For, cst.While], ctx: Context) -> list[Node]:
@@ -266,7 +272,11 @@ class Builder(Calls):
         if name == "zero_grad":
             zeroes = any(a.keyword is not None and a.keyword.value == "set_to_none" and text_of(a.value) == "False"
                          for a in call.args)
-            return self._clear(call, self.key(func.value, ctx), ctx, zeroes)
+            receiver = self.key(func.value, ctx)
+            delegate = self._delegate(call, receiver, ctx)
+            if delegate is not None:
+                return [self.event(Kind.CLEAR, call, ctx, self.key(delegate, ctx), zeroes=zeroes)]
+            return self._clear(call, receiver, ctx, zeroes)
         if name == "step":
             return self._step(call, func.value, ctx)
         if name == "optimizer_step" and call.args:
@@ -286,10 +296,13 @@ class Builder(Calls):
             if isinstance(argument, (cst.Name, cst.Attribute, cst.Subscript)):
                 return [self.event(Kind.STEP, call, ctx, self.key(argument, ctx), text_of(argument))]
             return []
-        if not self.is_optimizer(receiver, ctx):
+        delegate = self._delegate(call, receiver, ctx)
+        if delegate is not None:  # `strategy.step(self.optimizer, closure)` steps the optimizer
+            node, receiver = delegate, self.key(delegate, ctx)
+        elif not self.is_optimizer(receiver, ctx):
             return []
         items: list[Node] = []
-        closure = self._closure(call, ctx)
+        closure = self._closure(call, ctx, skip=1 if delegate is not None else 0)
         if closure is not None:
             # The optimizer evaluates the closure once (SGD, Adam) or many times (LBFGS): the
             # gradients of one evaluation must not leak into the next.
@@ -298,11 +311,21 @@ class Builder(Calls):
         items.append(self.event(Kind.STEP, call, ctx, receiver, text_of(node)))
         return items
 
-    def _closure(self, call: cst.Call, ctx: Context) -> Optional[Seq]:
+    def _delegate(self, call: cst.Call, receiver: str, ctx: Context) -> Optional[cst.BaseExpression]:
+        """The optimizer a helper object steps or clears for its caller: `distributed.step(opt)`,
+        `strategy.zero_grad(opt)` (a torch optimizer is never the receiver here)."""
+        if not call.args or call.args[0].keyword is not None or receiver in self.info.table.built:
+            return None
+        argument = call.args[0].value
+        if isinstance(argument, (cst.Name, cst.Attribute, cst.Subscript)) and self.is_optimizer(self.key(argument, ctx), ctx):
+            return argument
+        return None
+
+    def _closure(self, call: cst.Call, ctx: Context, skip: int = 0) -> Optional[Seq]:
         """What evaluating the closure handed to `step()` does: a function of this module, a
         lambda's calls, or, for one we cannot see, a possible clear and a backward (it proves
         nothing either way)."""
-        for arg in call.args:
+        for arg in call.args[skip:]:
             if arg.keyword is not None and arg.keyword.value != "closure":
                 continue
             value = arg.value
