@@ -200,9 +200,10 @@ class Collector:
         table = self.info.table
         if is_optimizer_callee(qualified):
             table.built.add(key)
-            # Only LBFGS (or a class we do not know) evaluates a step's closure more than once.
-            if not qualified.endswith("LBFGS") and qualified.rsplit(".", 1)[-1][:1].isupper():
-                table.single_evaluation.add(key)
+            # LBFGS evaluates a step's closure many times; other classes once, or as they like
+            # (garage's conjugate gradient): only LBFGS proves a leak between evaluations.
+            if qualified.rsplit(".", 1)[-1] == "LBFGS":
+                table.multiple_evaluations.add(key)
             table.links.setdefault(key, set()).update(parameters_owners(value))
         elif is_scaler_callee(qualified):
             table.scalers.add(key)

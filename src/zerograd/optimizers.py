@@ -97,7 +97,7 @@ class OptimizerTable:
     engines: set[str] = field(default_factory=set)  # receivers assigned a non-optimizer
     scalers: set[str] = field(default_factory=set)  # receivers assigned a GradScaler
     links: dict[str, set[str]] = field(default_factory=dict)  # optimizer -> modules it was built from
-    single_evaluation: set[str] = field(default_factory=set)  # built by a class that is not LBFGS
+    multiple_evaluations: set[str] = field(default_factory=set)  # LBFGS: evaluates a closure many times
     foreign: set[str] = field(default_factory=set)  # tapes of other autograd systems
 
     def _user(self, receiver: str, patterns: tuple[str, ...]) -> bool:

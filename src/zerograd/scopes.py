@@ -306,7 +306,7 @@ class Builder(Calls):
         if closure is not None:
             # The optimizer evaluates the closure once (SGD, Adam) or many times (LBFGS): the
             # gradients of one evaluation must not leak into the next.
-            once = receiver in table.single_evaluation
+            once = receiver not in table.multiple_evaluations
             items.append(closure if once else Loop(closure, self.sites.site(call), collection=True, closure=True))
         items.append(self.event(Kind.STEP, call, ctx, receiver, text_of(node)))
         return items
