@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from .graph import ArmEffect, BackEffect, Chain, ExitEffect, RaiseEffect, covers, shares, unrelated
+from .keys import INVARIANT
 from .model import Event, Kind, Test
 
 # Why pending gradients may have skipped a step: nothing, a branch not taken, an accumulation
@@ -166,7 +167,9 @@ def _shift(facts: frozenset[tuple[str, int, bool]], effect: BackEffect) -> froze
         return facts
     kept = set()
     for key, residue, value in facts:
-        if key.startswith("mod:"):
+        if key.startswith(INVARIANT):
+            kept.add((key, residue, value))  # a knob: the same answer in every iteration
+        elif key.startswith("mod:"):
             counter = key[4:].partition("%")[0]
             if effect.everything or counter in effect.moves or counter.split(".")[0] in effect.moves:
                 residue += 1

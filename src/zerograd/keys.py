@@ -7,6 +7,7 @@ import re
 from typing import Optional
 
 _ROOT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+INVARIANT = "inv:"  # prefix of the key of a test no iteration can change (a knob)
 
 
 def root_of(key: str) -> str:

@@ -16,7 +16,7 @@ from .conditions import PURE, classify, classify_flag, flag_definitions, names_o
 from .calls import Calls, Context, Owner
 from .facts import ModuleInfo
 from .grads import grad_written
-from .keys import root_of
+from .keys import INVARIANT, root_of
 from .model import Branch, Call, Event, Jump, Kind, Loop, Node, Seq, Test, Try
 from .naming import (
     assigned_names,
@@ -145,6 +145,9 @@ class Builder(Calls):
                 and roots <= {"self", "cls", *PURE, *self.info.aliases}))
         params = self._facts(ctx).parameters if ctx.function is not None else set()
         external = bool(roots) and roots <= params
+        if knob and found.key is not None:
+            # The same arm in every iteration: its outcome is remembered around the loop.
+            found = replace(found, key=INVARIANT + found.key)
         return replace(found, invariant=knob, external=external) if knob or external else found
 
     def _loop(self, node: Union[cst.For, cst.While], ctx: Context) -> list[Node]:

@@ -18,7 +18,7 @@ from typing import Optional
 from .flow import OUT, START, State, Verdict, cross, judge_step, transfer
 from .graph import Chain, Graph, Summary, summarize
 from .model import Call, Event, Function, Kind, Program
-from .keys import rebase, root_of
+from .keys import INVARIANT, rebase, root_of
 
 MAX_WORK = 400_000  # state transfers per analysed scope and optimizer, callees included
 NOBODY = "<none>"  # the optimizer a callee cannot name: only its backward and unknown clears matter
@@ -143,7 +143,10 @@ class Analyzer:
         handed = self.handed(call, funcs)
         call = self.bound(call, funcs)
         inner_target = inward(target, call, callee)
-        entry = _enter(state)
+        # A method called on the same object reads the same configuration: its knobs keep
+        # their answers from call to call.
+        same = ("self", "self") in call.bindings
+        entry = _enter(state, same)
         key = (fid, inner_target, entry, handed)
         if key in self.active:
             return [state]  # recursion: the call adds nothing the path into it did not hold
@@ -159,8 +162,8 @@ class Analyzer:
             # caller's states they may show what the callee alone cannot).
             for chain, (event, states) in found.steps.items():
                 entry_states = outcome.steps.setdefault((call.site,) + chain, (event, set()))[1]
-                entry_states.update(_lift(s, call.site, state.facts) for s in states)
-        return [_lift(s, call.site, state.facts) for s in found.exits]
+                entry_states.update(_lift(s, call.site, _back(state, s, same)) for s in states)
+        return [_lift(s, call.site, _back(state, s, same)) for s in found.exits]
 
     # --- one scope, standalone --------------------------------------------------------------
 
@@ -222,10 +225,19 @@ def outward(key: str, call: Call, callee: Function) -> Optional[str]:
     return key
 
 
-def _enter(s: State) -> State:
-    """Into a callee: its conditions are its own, the caller's sites lead back out."""
-    return s._replace(facts=frozenset(), discard=_out(s.discard), skip=_out(s.skip), wiped=_out(s.wiped),
+def _enter(s: State, same_object: bool = False) -> State:
+    """Into a callee: its conditions are its own (but for its object's knobs), the caller's sites
+    lead back out."""
+    facts = frozenset(f for f in s.facts if f[0].startswith(INVARIANT)) if same_object else frozenset()
+    return s._replace(facts=facts, discard=_out(s.discard), skip=_out(s.skip), wiped=_out(s.wiped),
                       zeroed=_out(s.zeroed))
+
+
+def _back(caller: State, inner: State, same_object: bool) -> frozenset[tuple[str, int, bool]]:
+    """The caller's facts after a call: its own, and the knobs its object's method answered."""
+    if not same_object:
+        return caller.facts
+    return caller.facts | frozenset(f for f in inner.facts if f[0].startswith(INVARIANT))
 
 
 def _out(chain: Optional[Chain]) -> Optional[Chain]:
