@@ -15,7 +15,8 @@ from typing import Optional
 import libcst as cst
 
 from .facts import ClassInfo, FunctionFacts, ModuleInfo
-from .model import Call, Node, Test
+from .model import Call, Event, Kind, Node, Test
+from .optimizers import CLEARING_FUNCTIONS
 from .sites import Sites
 
 Owner = tuple[str, str]  # ("module" | "optimizer" | "group", key): whose parameters a loop visits
@@ -56,6 +57,8 @@ class Calls:
         resolved = self.resolve(call.func, ctx)
         if resolved is None:
             func = call.func
+            if isinstance(func, cst.Name) and func.value in CLEARING_FUNCTIONS:
+                return [Event(Kind.MAYBE_CLEAR, self.sites.site(call))]
             if isinstance(func, cst.Name) and ctx.function is not None and func.value in self._facts(ctx).parameters:
                 return [Call(self.sites.site(call), -1, param=func.value)]
             if isinstance(func, cst.Attribute):

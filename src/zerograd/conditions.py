@@ -13,7 +13,7 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from .model import Test
-from .keys import root_of
+from .keys import counter_of, root_of
 from .naming import block_of, suites, text_of
 from .walk import nodes_in
 
@@ -29,9 +29,19 @@ def classify(test: cst.BaseExpression) -> Test:
     modular = _modular(test)
     if modular is not None:
         key, residue, when_true = modular
-        return Test(True, key, residue, positive == when_true)
+        return Test(True, key, residue, positive == when_true, counter=counter_of(key))
     accumulation = any(_accumulation_node(node) for node in nodes_in(test))
-    return Test(accumulation, text_of(test), 0, positive)
+    return Test(accumulation, text_of(test), 0, positive, counter=_counter_in(test))
+
+
+def _counter_in(test: cst.BaseExpression) -> Optional[str]:
+    """The counter of the first `counter % k` inside a compound test (`i % k == 0 or last`)."""
+    for node in nodes_in(test):
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+            found = _phase(node, 0)
+            if found is not None:
+                return counter_of(found[0])
+    return None
 
 
 PURE = frozenset({"isinstance", "issubclass", "hasattr", "getattr", "callable", "type"})

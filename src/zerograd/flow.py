@@ -130,15 +130,16 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
         return s._replace(facts=facts, stale=False)
     # This choice can skip the step when another arm steps and this one does not, or when this
     # arm jumps away; the latest such guard says why a step was skipped.
-    skips_step = here.jumps or (target not in here.steps and any(target in sm.steps for sm in effect.summaries))
+    by_branch = target not in here.steps and any(target in sm.steps for sm in effect.summaries)
     guard, counter = s.guard, s.counter
-    if s.pending and not s.foreign and skips_step:
+    if s.pending and not s.foreign and (here.jumps or by_branch):
         # A jump on the caller's say-so (`if not should_step: return`) may be the caller's
         # accumulation: it proves no skipped batch.
         skipped = here.jumps and not (test is not None and test.external)
-        # Accumulation skips the step in k - 1 of k iterations: a jump in the arm where the
-        # congruence holds (`if steps % every == 0: return`, a checkpoint) is no accumulation.
-        accumulation = accumulation and not (here.jumps and effect.congruent)
+        # Accumulation skips the step in k - 1 of k iterations, by a branch or a `continue`; a
+        # `break` or `return`, or a jump where the congruence holds (a checkpoint every n
+        # steps), is not accumulation.
+        accumulation = accumulation and (by_branch or (here.continues and not effect.congruent))
         guard = ACCUM_GUARD if accumulation else (SKIP_GUARD if skipped else OTHER_GUARD)
         counter = effect.counter if accumulation else None
     skip = s.skip

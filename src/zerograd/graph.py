@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from .keys import INVARIANT, counter_of, within
+from .keys import INVARIANT, within
 from .model import Branch, Call, Event, Function, Jump, Kind, Loop, Node, Seq, Test, Try, children
 
 MAX_NODES = 20_000  # a bigger scope is not analysed (it reports nothing, and is counted)
@@ -63,6 +63,7 @@ class Summary:
     clears: dict[str, Chain] = field(default_factory=dict)  # target -> first clear
     backward: bool = False
     jumps: bool = False
+    continues: bool = False  # a `continue` (the only jump that can be accumulation's)
     maybe: set[Optional[str]] = field(default_factory=set)  # modules cleared with no known link
     partial: Optional[Chain] = None  # a write of one named parameter's .grad
 
@@ -81,6 +82,7 @@ class Summary:
             self.clears.setdefault(target, site)
         self.backward |= other.backward
         self.jumps |= other.jumps and jumps
+        self.continues |= other.continues and jumps
         self.maybe |= other.maybe
         self.partial = self.partial or other.partial
 
@@ -117,6 +119,7 @@ def summarize(node: Node, cache: dict[int, Summary], of_call: CallSummary) -> Su
             result.partial = (node.site,)
     elif isinstance(node, Jump):
         result.jumps = True
+        result.continues = node.kind == "continue"
     elif isinstance(node, Call):
         result.add(of_call(node), jumps=False)
     else:
@@ -217,14 +220,14 @@ class Graph:
         test = node.test
         if test is not None and test.key not in self.keys and not (test.key or "").startswith(INVARIANT):
             # Tested once: its outcome correlates with nothing.
-            test = Test(test.accumulation, None, invariant=test.invariant, external=test.external)
+            test = Test(test.accumulation, None, invariant=test.invariant, external=test.external, counter=test.counter)
         join = self.node()
         reached = False
         for index, arm in enumerate(node.arms):
             entry = self.node()
             key = node.test.key if node.test else None
             congruent = (index == 0) == node.test.positive if node.test and key and key.startswith("mod:") else None
-            self.edge(at, entry, ArmEffect(test, index, summaries, counter_of(key), congruent))
+            self.edge(at, entry, ArmEffect(test, index, summaries, node.test.counter if node.test else None, congruent))
             last = self.build(arm, entry, exits)
             if last is not None:
                 self.edge(last, join)

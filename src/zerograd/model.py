@@ -40,6 +40,7 @@ class Test:
     positive: bool = True  # False when arm 0 runs where the keyed condition is false
     invariant: bool = False  # cannot change between iterations of the loop around it (a knob)
     external: bool = False  # reads only the function's parameters: the caller's decision
+    counter: Optional[str] = None  # the counter a modular part of the test reads (`i` in `i % k`)
 
 
 @dataclass(frozen=True)

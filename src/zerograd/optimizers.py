@@ -42,6 +42,10 @@ NON_TORCH_ROOTS = frozenset(
 )
 # Autograd systems whose backward() does not write PyTorch's .grad (rules.md section 4).
 OTHER_AUTOGRAD_ROOTS = frozenset("mxnet warp jax tensorflow paddle mindspore chainer tinygrad micrograd mlx".split())
+# Functions that clear gradients by name (`zero_grad(model_params)` imported from a helper
+# module): an unresolved call of one is a possible clear.
+CLEARING_FUNCTIONS = frozenset({"zero_grad", "zero_grads", "zero_gradients", "clear_grad", "clear_grads",
+                                "reset_grad", "reset_grads", "zero_grad_"})
 # Libraries built on PyTorch: importing one is evidence of PyTorch training code.
 TORCH_FAMILY = frozenset(
     "torch torchvision torchaudio torchtext lightning pytorch_lightning lightning_fabric transformers "
