@@ -26,7 +26,8 @@ from .walk import calls_in
 
 # Calls that are events, or clear gradients by hand: a function without any (directly or through
 # the functions it calls) is neither built into IR nor summarised.
-EVENT_METHODS = frozenset({"backward", "manual_backward", "step", "zero_grad", "optimizer_step", "zero_"})
+EVENT_METHODS = frozenset({"backward", "manual_backward", "step", "zero_grad", "clear_grad", "clear_gradients",
+                           "optimizer_step", "zero_"})
 # Registering a function with a framework that calls it once per batch (ignite, skorch, ...).
 _REGISTER_CALL = re.compile(r"^(?:Engine|DeterministicEngine|add_event_handler|on|register\w*|attach)$")
 _REGISTER_KEYWORD = re.compile(r"^(?:step_fn|train_step\w*|update_fn|process_function|train_fn|step_function)$")
@@ -163,7 +164,7 @@ class Collector:
             facts.events |= name in EVENT_METHODS
             if name == "step":
                 facts.stepped.add(receiver_key(func.value))
-            elif name == "zero_grad":
+            elif name in ("zero_grad", "clear_grad", "clear_gradients"):
                 facts.cleared.add(receiver_key(func.value))
         elif isinstance(func, cst.Name):
             # Calling a parameter (`f()` in fastai's _with_events) may run anything handed over.

@@ -220,8 +220,29 @@ class Builder(Calls):
                 if name is not None:
                     bind(name, None if collection is None else self.key_text(collection, ctx))
         pairs = tuple((n, v) for n, v in found.items() if v is not None and v != n)
-        flags = tuple(flag_definitions(body).items())
+        definitions = flag_definitions(body)
+        for statement in statements_of(body):
+            # `do_step = self._should_do_step()`: a method of ours that returns a test.
+            if isinstance(statement, cst.Assign) and len(statement.targets) == 1 and isinstance(statement.value, cst.Call):
+                target = statement.targets[0].target
+                returned = self._returned_test(statement.value, ctx)
+                if isinstance(target, cst.Name) and returned is not None and target.value not in definitions:
+                    definitions[target.value] = (returned,)
+        flags = tuple(definitions.items())
         return replace(ctx, aliases=pairs + ctx.aliases, conditions=flags + ctx.conditions) if pairs or flags else ctx
+
+    def _returned_test(self, call: cst.Call, ctx: Context) -> Optional[cst.BaseExpression]:
+        """The test a function of ours returns when its last statement is `return <test>`."""
+        if call.args:
+            return None
+        resolved = self.resolve(call.func, ctx)
+        body = block_of(resolved[0].body) if resolved is not None else ()
+        last = body[-1] if body else None
+        if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return):
+            value = last.body[-1].value
+            if isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
+                return value
+        return None
 
     def key_text(self, key: str, ctx: Context) -> str:
         root = root_of(key)
@@ -272,7 +293,7 @@ class Builder(Calls):
             if foreign and isinstance(func.value, (cst.Name, cst.Attribute)) and self.key(func.value, ctx) in foreign:
                 return []  # a Warp or TensorFlow tape
             return [self.event(Kind.BACKWARD, call, ctx)]
-        if name == "zero_grad":
+        if name in ("zero_grad", "clear_grad", "clear_gradients"):  # Paddle says clear_grad
             zeroes = any(a.keyword is not None and a.keyword.value == "set_to_none" and text_of(a.value) == "False"
                          for a in call.args)
             receiver = self.key(func.value, ctx)
@@ -284,7 +305,12 @@ class Builder(Calls):
             return self._step(call, func.value, ctx)
         if name == "optimizer_step" and call.args:
             optimizer = call.args[0].value
-            return [self.event(Kind.STEP, call, ctx, self.key(optimizer, ctx), text_of(optimizer))]
+            step = self.event(Kind.STEP, call, ctx, self.key(optimizer, ctx), text_of(optimizer))
+            if (self.info.qualify(func.value) or "").startswith("torch_xla"):
+                return [step]
+            # Another wrapper's optimizer_step (OpenRLHF's DeepSpeed strategy) may clear as an
+            # engine does: a step, then a possible clear.
+            return [step, self.event(Kind.MAYBE_CLEAR, call, replace(ctx, gate=None))]
         if name in ("zero_", "fill_", "copy_") and text_of(func.value).endswith((".grad", ".grad.data")):
             return []  # judged as a statement: _grad_write
         return None

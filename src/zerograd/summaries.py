@@ -225,10 +225,15 @@ def outward(key: str, call: Call, callee: Function) -> Optional[str]:
     return key
 
 
+# Facts a method of the same object shares with its caller: its knobs, and its modular counters
+# (`self.num_updates`-based phases that a step function's caller moves on).
+_CARRIED = (INVARIANT, "mod:")
+
+
 def _enter(s: State, same_object: bool = False) -> State:
-    """Into a callee: its conditions are its own (but for its object's knobs), the caller's sites
-    lead back out."""
-    facts = frozenset(f for f in s.facts if f[0].startswith(INVARIANT)) if same_object else frozenset()
+    """Into a callee: its conditions are its own (but for its object's knobs and counters), the
+    caller's sites lead back out."""
+    facts = frozenset(f for f in s.facts if f[0].startswith(_CARRIED)) if same_object else frozenset()
     return s._replace(facts=facts, discard=_out(s.discard), skip=_out(s.skip), wiped=_out(s.wiped),
                       zeroed=_out(s.zeroed))
 
@@ -237,7 +242,7 @@ def _back(caller: State, inner: State, same_object: bool) -> frozenset[tuple[str
     """The caller's facts after a call: its own, and the knobs its object's method answered."""
     if not same_object:
         return caller.facts
-    return caller.facts | frozenset(f for f in inner.facts if f[0].startswith(INVARIANT))
+    return caller.facts | frozenset(f for f in inner.facts if f[0].startswith(_CARRIED))
 
 
 def _out(chain: Optional[Chain]) -> Optional[Chain]:
