@@ -132,7 +132,10 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
     # arm jumps away; the latest such guard says why a step was skipped.
     by_branch = target not in here.steps and any(target in sm.steps for sm in effect.summaries)
     guard, counter = s.guard, s.counter
-    if s.pending and not s.foreign and (here.jumps or by_branch):
+    # Gradients already held back on purpose (an accumulation window, a partial window, a step
+    # another branch skipped) are no batch that a later `continue` skips.
+    carried = s.guard != NO_GUARD and not by_branch
+    if s.pending and not s.foreign and (here.jumps or by_branch) and not carried:
         # A jump on the caller's say-so (`if not should_step: return`) may be the caller's
         # accumulation: it proves no skipped batch.
         skipped = here.jumps and not (test is not None and test.external)

@@ -248,7 +248,16 @@ class Graph:
         back = BackEffect(node.moves | node.targets, micro=micro, closure=node.closure)
         to_head: Wire = lambda n: self.edge(n, head, back)
         broken = ExitEffect(frozenset(), micro=False)  # `break`
-        body_exits = Exits(lambda n: self.edge(n, done, broken), to_head, exits.ret, exits.exc)
+        returned: list[int] = []
+
+        def ret(n: int) -> None:
+            """A `return` leaves this loop too: what its counter held back is left behind."""
+            if not returned:
+                returned.append(self.node())
+                exits.ret(returned[0])
+            self.edge(n, returned[0], ExitEffect(node.targets, micro))
+
+        body_exits = Exits(lambda n: self.edge(n, done, broken), to_head, ret, exits.exc)
         last = self.build(node.body, first, body_exits)
         if last is not None:
             to_head(last)
