@@ -1,6 +1,9 @@
-"""Crash-free run over a large real corpus: every .py file of the real-code packages plus torch.
+"""Crash-free run over a large real corpus: every .py file of the real-code packages and
+repositories, torch, and a few large general packages (crashfree.lock.json: any Python counts
+for never crashing).
 
-    python benchmarks/crashfree.py            # realcode.lock.json + bench.lock.json (torch)
+    python benchmarks/crashfree.py            # realcode + repos + bench (torch) + crashfree locks
+    python benchmarks/crashfree.py --update-lock   # pin the general packages
 
 Each file goes through the same path as the CLI (`files.check_file`: read, decode, parse, check,
 fix descriptions). Reported: files checked, parse failures (ZG900), internal errors (ZG901 or an
@@ -18,26 +21,35 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from corpus import CACHE, extract, fetch, load_lock, python_files  # noqa: E402
+from corpus import CACHE, extract, extract_repo, fetch, load_lock, python_files, update_lock  # noqa: E402
 
 from zerograd.files import check_file  # noqa: E402
 from zerograd.model import Settings  # noqa: E402
+
+
+GENERAL = ["ansible", "django", "sympy", "sqlalchemy"]  # large, varied, no training code
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--without-torch", action="store_true")
     parser.add_argument("--slowest", type=int, default=5)
+    parser.add_argument("--update-lock", action="store_true")
     args = parser.parse_args()
-    pins = {**load_lock("realcode.lock.json"), **load_lock("bench.lock.json")}
+    if args.update_lock:
+        update_lock("crashfree.lock.json", GENERAL)
+        return 0
+    pins = {**load_lock("realcode.lock.json"), **load_lock("bench.lock.json"), **load_lock("crashfree.lock.json")}
     if args.without_torch:
         pins.pop("torch")
+    roots = [extract(fetch(name, pin)) for name, pin in pins.items()]
+    roots += [r for r in (extract_repo(n, p) for n, p in load_lock("realcode.repos.lock.json").items()) if r]
     counts: Counter[str] = Counter()
     timings: list[tuple[float, str]] = []
     errors: list[str] = []
     started = time.perf_counter()
-    for name, pin in pins.items():
-        for path in python_files(extract(fetch(name, pin))):
+    for root in roots:
+        for path in python_files(root):
             counts["files"] += 1
             counts["lines"] += path.read_bytes().count(b"\n")
             begin = time.perf_counter()
@@ -55,7 +67,7 @@ def main() -> int:
                 errors.append(result.error)
     total = time.perf_counter() - started
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"packages {len(pins)}, files {counts['files']:,}, lines {counts['lines']:,}, {total:.0f} s")
+    print(f"packages and repositories {len(roots)}, files {counts['files']:,}, lines {counts['lines']:,}, {total:.0f} s")
     print(f"parse failures (ZG900): {counts['ZG900']}; internal errors: {len(errors)}; peak memory {peak:.0f} MiB")
     print("findings: " + ", ".join(f"{code} {counts[code]}" for code in sorted(c for c in counts if c.startswith("ZG"))))
     print("slowest files:")
