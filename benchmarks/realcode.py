@@ -164,9 +164,8 @@ def _table(split: str, entries: list[tuple[str, str, dict[str, str]]], details: 
         label = f"{name}=={pin['version']}" if kind == "pypi" else f"{name}@{pin['commit'][:10]}"
         print(_row(label, row))
     print(_row("total", totals))
-    sites = totals["scopes"]
-    false = "see REALCODE.md"
-    print(f"findings: {sum(totals[c] for c in CODES[:5])} on {sites} analysed scopes ({false})")
+    found = sum(totals[c] for c in CODES[:5])
+    print(f"findings: {found} on {totals['scopes']} analysed scopes, each reviewed in REALCODE.md")
 
 
 def _scan(root: Path, details: list[str]) -> "Counter[str]":
