@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 import libcst as cst  # noqa: E402
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider  # noqa: E402
 
-from corpus import CACHE, extract as unpack, fetch, load_lock, python_files  # noqa: E402
+from corpus import CACHE, extract as unpack, extract_repo, fetch, load_lock, python_files  # noqa: E402
 from mutants import (STEP_FUNCTION, Edit, Line, Scan, Site, accumulates, apply, called_here,  # noqa: E402
                      clears_first, code, index_of, moved, scan, unstable)
 
@@ -333,11 +333,17 @@ def _repaired(mutant: Mutant, every: list[Finding]) -> int:
     return int(not any(f.code in mutant.expect for f in after) and len(after) <= len(every))
 
 
+def _roots(names: Sequence[str]) -> list[Path]:
+    """The unpacked packages and repositories of the real-code corpus (those asked for)."""
+    lock, repos = load_lock("realcode.lock.json"), load_lock("realcode.repos.lock.json")
+    roots = [unpack(fetch(n, p)) for n, p in lock.items() if not names or n in names]
+    found = (extract_repo(n, p) for n, p in repos.items() if not names or n in names)
+    return roots + [r for r in found if r is not None]
+
+
 def run(packages: Sequence[str]) -> Tally:
-    lock = load_lock("realcode.lock.json")
     tally = Tally()
-    for package in packages or list(lock):
-        root = unpack(fetch(package, lock[package]))
+    for root in _roots(packages):
         for path in python_files(root):
             try:
                 source = path.read_text(encoding="utf-8")
