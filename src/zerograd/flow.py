@@ -84,8 +84,9 @@ def cross(effect: object, s: State, target: str) -> Optional[State]:
     if isinstance(effect, ArmEffect):
         return _enter_arm(effect, s, target)
     if isinstance(effect, BackEffect):
-        return _around(effect, s)
+        return _around(effect, s, _micro_for(effect.steps, target) or effect.micro)
     if isinstance(effect, ExitEffect):
+        effect = ExitEffect(effect.targets, effect.micro or _micro_for(effect.steps, target))
         if s.guard in (OTHER_GUARD, SKIP_GUARD):
             # A guard that left the loop (`break`, or its end) kept nothing for its next step.
             return s._replace(guard=PARTIAL_WINDOW)
@@ -98,15 +99,21 @@ def cross(effect: object, s: State, target: str) -> Optional[State]:
     return s
 
 
-def _around(effect: BackEffect, s: State) -> State:
+def _micro_for(steps: frozenset[str], target: str) -> bool:
+    """A loop that backpropagates and never steps `target` accumulates for it (a GAN loop that
+    steps only the generator is a micro-batch loop for the discriminator's optimizer)."""
+    return "*" not in steps and not any(covers(stepped, target) or covers(target, stepped) for stepped in steps)
+
+
+def _around(effect: BackEffect, s: State, micro: bool) -> State:
     facts = _shift(s.facts, effect)
     if effect.closure and s.pending:
         # The step already used this evaluation's gradients; the next evaluation adds to them.
         return s._replace(facts=facts, stale=True)
     guard, counter = s.guard, s.counter
-    if effect.micro and s.pending and not s.foreign:
+    if micro and s.pending and (not s.foreign or not effect.micro):
         guard = ACCUM_GUARD
-    if s.pending and s.guard == SKIP_GUARD and not s.foreign and not effect.micro:
+    if s.pending and s.guard == SKIP_GUARD and not s.foreign and not micro:
         # Gradients that a `continue` (or a handled error) kept from both the step and the
         # clear are left over for the next step: they leak into it (ZG004).
         return s._replace(facts=facts, stale=True, skip=(), counter=None)

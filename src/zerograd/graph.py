@@ -39,6 +39,8 @@ class BackEffect:
     micro: bool  # an inner loop that only accumulates (backward, no step)
     closure: bool = False  # a closure evaluated again by the same step
     everything: bool = False  # a step function's implicit loop: every counter moves on
+    # The optimizers the loop body steps, when it backpropagates ("*": not a micro-batch loop).
+    steps: frozenset[str] = frozenset({"*"})
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,7 @@ class ExitEffect:
 
     targets: frozenset[str]
     micro: bool
+    steps: frozenset[str] = frozenset({"*"})  # as BackEffect.steps ("*": not a micro-batch loop)
 
 
 @dataclass(frozen=True)
@@ -245,7 +248,8 @@ class Graph:
         self.edge(at, first if node.collection and (not inner.backward or node.closure) else head)
         self.edge(head, first)
         micro = inner.backward and not inner.steps
-        back = BackEffect(node.moves | node.targets, micro=micro, closure=node.closure)
+        back = BackEffect(node.moves | node.targets, micro=micro, closure=node.closure,
+                          steps=frozenset(inner.steps) if inner.backward else frozenset({"*"}))
         to_head: Wire = lambda n: self.edge(n, head, back)
         broken = ExitEffect(frozenset(), micro=False)  # `break`
         returned: list[int] = []
@@ -255,7 +259,7 @@ class Graph:
             if not returned:
                 returned.append(self.node())
                 exits.ret(returned[0])
-            self.edge(n, returned[0], ExitEffect(node.targets, micro))
+            self.edge(n, returned[0], ExitEffect(node.targets, micro, back.steps))
 
         body_exits = Exits(lambda n: self.edge(n, done, broken), to_head, ret, exits.exc)
         last = self.build(node.body, first, body_exits)
@@ -264,7 +268,7 @@ class Graph:
         self._loops.pop()
         if not node.infinite:
             leave = self.node()
-            self.edge(head, leave, ExitEffect(node.targets, micro))
+            self.edge(head, leave, ExitEffect(node.targets, micro, back.steps))
             after_else = self.build(node.orelse, leave, exits)
             if after_else is not None:
                 self.edge(after_else, done)
