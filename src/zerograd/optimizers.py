@@ -65,6 +65,15 @@ def last_segment(receiver: str) -> str:
     return head.rsplit(".", 1)[-1]
 
 
+def entry_name(receiver: str) -> str:
+    """The string key an entry is picked by: `state["optimizer"]` -> `optimizer` ("" if none)."""
+    named = _NAMED_ENTRY.search(receiver)
+    return named.group(1) if named else ""
+
+
+_NAMED_ENTRY = re.compile(r"""\[["']([A-Za-z_][A-Za-z_0-9]*)["']\]$""")
+
+
 def is_optimizer_callee(qualified: str) -> bool:
     """True when calling `qualified` builds or returns an optimizer."""
     if qualified.startswith(_ENGINE_ROOTS) or qualified.split(".", 1)[0] in NON_TORCH_ROOTS:
@@ -117,8 +126,10 @@ class OptimizerTable:
             return False
         if also_cleared_and_stepped and receiver not in self.engines and receiver not in self.scalers:
             return False
-        return receiver in self.engines or receiver in self.scalers or bool(
-            _NOT_OPTIMIZER_NAME.search(last_segment(receiver))
+        # `state["optimizer"]`: the entry's name says more than the container's.
+        named = bool(_OPTIMIZER_NAME.search(entry_name(receiver)))
+        return receiver in self.engines or receiver in self.scalers or (
+            bool(_NOT_OPTIMIZER_NAME.search(last_segment(receiver))) and not named
         )
 
     def is_optimizer(self, receiver: str, also_cleared_and_stepped: bool = False) -> bool:
@@ -127,7 +138,8 @@ class OptimizerTable:
             return False
         if receiver in self.built or self._user(receiver, self.settings.optimizer_names):
             return True
-        return bool(_OPTIMIZER_NAME.search(last_segment(receiver))) or also_cleared_and_stepped
+        names = (last_segment(receiver), entry_name(receiver))
+        return any(_OPTIMIZER_NAME.search(n) for n in names if n) or also_cleared_and_stepped
 
     def is_scaler(self, receiver: str) -> bool:
         return receiver in self.scalers or "scaler" in last_segment(receiver).lower()
