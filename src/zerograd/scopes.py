@@ -121,7 +121,19 @@ class Builder(Calls):
             orelse = Seq()
         if self.info.qualify(_call_target(node.test)) in ALWAYS_TRUE:
             return list(body.items)  # e.g. an LBFGS closure's `if torch.is_grad_enabled():`
-        return [*self.expression_events(node.test, ctx), Branch((body, orelse), self._test(node.test, ctx))]
+        return [*self.expression_events(node.test, ctx), self._choice(node.test, body, orelse, ctx)]
+
+    def _choice(self, test: cst.BaseExpression, body: Seq, orelse: Seq, ctx: Context) -> Node:
+        """`if a and b:` is `if a: (if b: body else orelse) else orelse`, `or` likewise, so each
+        part correlates on its own (rules.md v2 section 4). An accumulation test stays whole: its
+        parts together say when the window ends (`i % k == 0 or i == last`)."""
+        if isinstance(test, cst.BooleanOperation) and not classify(test).accumulation:
+            if isinstance(test.operator, cst.And):
+                inner = self._choice(test.right, body, orelse, ctx)
+                return self._choice(test.left, Seq((inner,)), orelse, ctx)
+            inner = self._choice(test.right, body, orelse, ctx)
+            return self._choice(test.left, body, Seq((inner,)), ctx)
+        return Branch((body, orelse), self._test(test, ctx))
 
     def _test(self, test: cst.BaseExpression, ctx: Context) -> Test:
         """A flag assigned once from a test (`do_step = i % k == 0; if do_step:`) is that test."""
