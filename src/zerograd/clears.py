@@ -1,0 +1,157 @@
+"""Steps and clears as the scope builder meets them (rules.md sections 2 and 4): optimizer steps
+(with the closures they evaluate, or on behalf of a helper object), `zero_grad()` of optimizers
+and modules, and `.grad` written by hand over a module's parameters or an optimizer's groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Optional, Sequence
+
+import libcst as cst
+
+from .calls import Calls, Context, Owner
+from .grads import grad_written
+from .model import Call, Event, Kind, Loop, Node, Seq, children
+from .naming import block_of, text_of
+
+
+class Clears(Calls):
+    """The steps and clears part of the scope builder (scopes.py supplies `event` and
+    `expression_events`)."""
+
+    def event(self, kind: Kind, node: cst.CSTNode, ctx: Context, target: Optional[str] = None, label: str = "",
+              zeroes: bool = False) -> Node:
+        raise NotImplementedError
+
+    def expression_events(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        raise NotImplementedError
+
+    def block(self, body: Sequence[cst.CSTNode], ctx: Context) -> Seq:
+        raise NotImplementedError
+
+    def _step(self, call: cst.Call, node: cst.BaseExpression, ctx: Context) -> list[Node]:
+        table = self.info.table
+        receiver = self.key(node, ctx)
+        if table.is_scaler(receiver) and call.args:
+            argument = call.args[0].value
+            if isinstance(argument, (cst.Name, cst.Attribute, cst.Subscript)):
+                return [self.event(Kind.STEP, call, ctx, self.key(argument, ctx), text_of(argument))]
+            return []
+        delegate = self._delegate(call, receiver, ctx)
+        if delegate is not None:  # `strategy.step(self.optimizer, closure)` steps the optimizer
+            node, receiver = delegate, self.key(delegate, ctx)
+        elif not self.is_optimizer(receiver, ctx):
+            return []
+        items: list[Node] = []
+        closure = self._closure(call, ctx, skip=1 if delegate is not None else 0)
+        if closure is not None:
+            # The optimizer evaluates the closure once (SGD, Adam) or many times (LBFGS): the
+            # gradients of one evaluation must not leak into the next.
+            once = receiver not in table.multiple_evaluations
+            items.append(closure if once else Loop(closure, self.sites.site(call), collection=True, closure=True))
+        items.append(self.event(Kind.STEP, call, ctx, receiver, text_of(node)))
+        return items
+
+    def _delegate(self, call: cst.Call, receiver: str, ctx: Context) -> Optional[cst.BaseExpression]:
+        """The optimizer a helper object steps or clears for its caller: `distributed.step(opt)`,
+        `strategy.zero_grad(opt)` (a torch optimizer is never the receiver here)."""
+        if not call.args or call.args[0].keyword is not None or receiver in self.info.table.built:
+            return None
+        argument = call.args[0].value
+        if isinstance(argument, (cst.Name, cst.Attribute, cst.Subscript)) and self.is_optimizer(self.key(argument, ctx), ctx):
+            return argument
+        return None
+
+    def _closure(self, call: cst.Call, ctx: Context, skip: int = 0) -> Optional[Seq]:
+        """What evaluating the closure handed to `step()` does: a function of this module, a
+        lambda's calls, or, for one we cannot see, a possible clear and a backward (it proves
+        nothing either way)."""
+        for arg in call.args[skip:]:
+            if arg.keyword is not None and arg.keyword.value != "closure":
+                continue
+            value = arg.value
+            if isinstance(value, cst.Lambda):
+                return Seq(tuple(self.expression_events(value.body, ctx)))
+            found = self.resolve(value, ctx) if isinstance(value, (cst.Name, cst.Attribute)) else None
+            if found is not None and id(found[0]) in self.index:
+                self.called.add(id(found[0]))
+                return Seq((Call(self.sites.site(value), self.index[id(found[0])]),))
+            if found is None:
+                return Seq((self.event(Kind.MAYBE_CLEAR, value, replace(ctx, gate=None)), self.event(Kind.BACKWARD, value, ctx)))
+            return None
+        return None
+
+    def _clear(self, node: cst.CSTNode, receiver: str, ctx: Context, zeroes: bool = False) -> list[Node]:
+        if self.is_optimizer(receiver, ctx):
+            return [self.event(Kind.CLEAR, node, ctx, receiver, zeroes=zeroes)]
+        return self._module_clear(node, receiver, ctx, zeroes)
+
+    def _module_clear(self, node: cst.CSTNode, module: Optional[str], ctx: Context, zeroes: bool = False) -> list[Node]:
+        # A module's own zero_grad() is not gated by accelerate: it runs every iteration.
+        ungated = replace(ctx, gate=None)
+        linked = self.info.table.optimizers_of_module(module) if module is not None else []
+        if not linked:
+            return [self.event(Kind.MAYBE_CLEAR, node, ungated, module)]
+        return [self.event(Kind.CLEAR, node, ungated, target, zeroes=zeroes) for target in linked]
+
+    def _owner_of(self, iterator: cst.BaseExpression, ctx: Context) -> Optional[Owner]:
+        """Whose parameters `for p in <iterator>` visits: `m.parameters()`, `o.param_groups`,
+        `group["params"]` of such a group."""
+        if isinstance(iterator, cst.Call) and isinstance(iterator.func, cst.Attribute):
+            if iterator.func.attr.value in ("parameters", "named_parameters"):
+                return ("module", self.key(iterator.func.value, ctx))
+        if isinstance(iterator, cst.Attribute) and iterator.attr.value == "param_groups":
+            return ("group", self.key(iterator.value, ctx))
+        if isinstance(iterator, cst.Subscript) and isinstance(iterator.value, cst.Name):
+            owner = dict(ctx.owners).get(iterator.value.value)
+            if owner is not None and owner[0] == "group":
+                return ("optimizer", owner[1])
+        return None
+
+    def _clear_idiom(self, node: cst.For, owner: Owner, ctx: Context) -> Optional[list[Node]]:
+        """`for p in m.parameters(): p.grad = None` (and friends) is one clear of whatever owns
+        those parameters, reported at the loop; a loop that does anything else stays a loop."""
+        body = self.block(block_of(node.body), ctx)
+        kinds = {e.kind for e in _events_in(body)}
+        if Kind.CLEAR not in kinds and Kind.MAYBE_CLEAR not in kinds or kinds - {Kind.CLEAR, Kind.MAYBE_CLEAR}:
+            return None
+        if any(isinstance(n, (Call, Loop)) for n in _nodes_in(body)):
+            return None
+        zeroes = any(e.zeroes for e in _events_in(body))
+        return self._owner_clear(node, owner, ctx, zeroes)
+
+    def _owner_clear(self, node: cst.CSTNode, owner: Owner, ctx: Context, zeroes: bool = False) -> list[Node]:
+        kind, key = owner
+        if kind in ("optimizer", "group"):
+            return [self.event(Kind.CLEAR, node, ctx, key, zeroes=zeroes)] if self.is_optimizer(key, ctx) else []
+        return self._module_clear(node, key, ctx, zeroes)
+
+    def _grad_write(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        """rules.md section 4: a write of a parameter's .grad over a module's parameters or an
+        optimizer's groups clears it; a write that puts a new gradient there (`copy_`, `= g`) is a
+        clear followed by a gradient; scaling (`mul_`, `p.grad = p.grad / n`) is neither."""
+        written = grad_written(node)
+        if written is None:
+            return []
+        holder, replaces, zeroes = written
+        owner = dict(ctx.owners).get(holder) if isinstance(holder, str) else None
+        if owner is None and not isinstance(holder, str):
+            return [self.event(Kind.PARTIAL, node, ctx)]  # `model.head.weight.grad.zero_()`
+        cleared = self._owner_clear(node, owner, ctx, zeroes) if owner is not None else [
+            self.event(Kind.MAYBE_CLEAR, node, replace(ctx, gate=None))]
+        return cleared + ([self.event(Kind.BACKWARD, node, ctx)] if replaces else [])
+
+
+def _events_in(node: Node) -> list[Event]:
+    return [n for n in _nodes_in(node) if isinstance(n, Event)]
+
+
+def _nodes_in(node: Node) -> list[Node]:
+    found: list[Node] = []
+    stack: list[Node] = [node]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        stack.extend(children(current))
+    return found
