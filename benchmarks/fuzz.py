@@ -35,9 +35,12 @@ GENERATORS = {
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--examples", type=int, default=2000, help="examples per generator")
+    parser.add_argument("--generator", action="append", choices=sorted(GENERATORS),
+                        help="run only these generators (repeatable; default all)")
     args = parser.parse_args()
     failures = 0
-    for name, (strategy, suffix) in GENERATORS.items():
+    for name in args.generator or GENERATORS:
+        strategy, suffix = GENERATORS[name]
         count = 0
         started = time.perf_counter()
 
