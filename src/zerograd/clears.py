@@ -134,13 +134,16 @@ class Clears(Calls):
         written = grad_written(node)
         if written is None:
             return []
-        holder, replaces, zeroes = written
+        gradient = [self.event(Kind.BACKWARD, node, ctx)] if written.adds else []
+        if not written.clears:
+            return gradient
+        holder = written.holder
         owner = dict(ctx.owners).get(holder) if isinstance(holder, str) else None
         if owner is None and not isinstance(holder, str):
             return [self.event(Kind.PARTIAL, node, ctx)]  # `model.head.weight.grad.zero_()`
-        cleared = self._owner_clear(node, owner, ctx, zeroes) if owner is not None else [
+        cleared = self._owner_clear(node, owner, ctx, written.zeroes) if owner is not None else [
             self.event(Kind.MAYBE_CLEAR, node, replace(ctx, gate=None))]
-        return cleared + ([self.event(Kind.BACKWARD, node, ctx)] if replaces else [])
+        return cleared + gradient
 
 
 def _events_in(node: Node) -> list[Event]:

@@ -142,10 +142,11 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
     # Gradients already held back on purpose (an accumulation window, a partial window, a step
     # another branch skipped) are no batch that a later `continue` skips.
     carried = s.guard != NO_GUARD and not by_branch
-    if s.pending and not s.foreign and (here.jumps or by_branch) and not carried:
+    jumps = here.jumps_past(target)
+    if s.pending and not s.foreign and (jumps or by_branch) and not carried:
         # A jump on the caller's say-so (`if not should_step: return`) may be the caller's
         # accumulation: it proves no skipped batch.
-        skipped = here.jumps and not (test is not None and test.external)
+        skipped = jumps and not (test is not None and test.external)
         # Accumulation skips the step in k - 1 of k iterations, by a branch or a `continue`; a
         # `break` or `return`, or a jump where the congruence holds (a checkpoint every n
         # steps), is not accumulation.

@@ -3,18 +3,24 @@ there, and which only scale it."""
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import libcst as cst
 
 from .naming import text_of
 
 _ZEROS = frozenset({"zeros_like", "zeros", "new_zeros"})
+_ADDS = (cst.AddAssign, cst.SubtractAssign)
 
 
-def grad_written(node: cst.CSTNode) -> Optional[tuple[object, bool, bool]]:
-    """(`p` as a str for a bare name, else the expression; whether a new gradient is written;
-    whether the old one is zeroed in place rather than set to None)."""
+class Write(NamedTuple):
+    holder: object  # `p` as a str for a bare name, else the expression
+    clears: bool  # the old gradient is gone (set to None, zeroed or overwritten)
+    adds: bool  # a new gradient is there afterwards
+    zeroes: bool  # zeroed in place rather than set to None
+
+
+def grad_written(node: cst.CSTNode) -> Optional[Write]:
     if isinstance(node, cst.Assign) and len(node.targets) == 1:
         target = node.targets[0].target
         if not (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
@@ -24,7 +30,13 @@ def grad_written(node: cst.CSTNode) -> Optional[tuple[object, bool, bool]]:
         value = node.value
         none = isinstance(value, cst.Name) and value.value == "None"
         zeros = isinstance(value, cst.Call) and text_of(value.func).rsplit(".", 1)[-1] in _ZEROS
-        return holder(target.value), not (none or zeros), zeros
+        return Write(holder(target.value), True, not (none or zeros), zeros)
+    if isinstance(node, cst.AugAssign) and isinstance(node.operator, _ADDS):
+        target = node.target
+        if isinstance(target, cst.Attribute) and target.attr.value == "grad" and ".grad" not in text_of(node.value):
+            # `p.grad += g` adds into .grad as backward() does: a gradient, no clear.
+            return Write(holder(target.value), False, True, False)
+        return None
     if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute):
         func, args = node.value.func, node.value.args
         grad = func.value
@@ -33,12 +45,12 @@ def grad_written(node: cst.CSTNode) -> Optional[tuple[object, bool, bool]]:
         if not (isinstance(grad, cst.Attribute) and grad.attr.value == "grad"):
             return None
         if func.attr.value == "zero_":
-            return holder(grad.value), False, True
+            return Write(holder(grad.value), True, False, True)
         if func.attr.value == "fill_" and args:
             zero = isinstance(args[0].value, (cst.Integer, cst.Float)) and float(args[0].value.value) == 0
-            return holder(grad.value), not zero, zero
+            return Write(holder(grad.value), True, not zero, zero)
         if func.attr.value == "copy_":
-            return holder(grad.value), True, False
+            return Write(holder(grad.value), True, True, False)
     return None
 
 

@@ -69,6 +69,9 @@ class Summary:
     continues: bool = False  # a `continue` (the only jump that can be accumulation's)
     maybe: set[Optional[str]] = field(default_factory=set)  # modules cleared with no known link
     partial: Optional[Chain] = None  # a write of one named parameter's .grad
+    # Optimizers stepped on the way to every jump here (`step(); if done: break` jumps only
+    # after the step, so it skips none of that optimizer's updates).
+    stepped_first: frozenset[str] = frozenset()
 
     @property
     def maybe_clear(self) -> bool:
@@ -88,6 +91,10 @@ class Summary:
         self.continues |= other.continues and jumps
         self.maybe |= other.maybe
         self.partial = self.partial or other.partial
+
+    def jumps_past(self, target: str) -> bool:
+        """Some jump here can leave before `target` is stepped."""
+        return self.jumps and not any(covers(stepped, target) for stepped in self.stepped_first)
 
     def may_clear(self, target: str, links: dict[str, frozenset[str]]) -> bool:
         """Some clear here may clear `target` (its own, or a module's that may hold it)."""
@@ -126,10 +133,26 @@ def summarize(node: Node, cache: dict[int, Summary], of_call: CallSummary) -> Su
     elif isinstance(node, Call):
         result.add(of_call(node), jumps=False)
     else:
-        for child in children(node):
-            result.add(summarize(child, cache, of_call))
+        parts = [summarize(child, cache, of_call) for child in children(node)]
+        for part in parts:
+            result.add(part)
+        result.stepped_first = _stepped_first(parts, isinstance(node, Seq))
     cache[id(node)] = result
     return result
+
+
+def _stepped_first(parts: list[Summary], in_order: bool) -> frozenset[str]:
+    """What every jump among `parts` has stepped before it: in a sequence, the steps of the parts
+    before the jumping one count too (a step in a branch before it counts as well: a guess that
+    only ever keeps a finding back)."""
+    found: Optional[frozenset[str]] = None
+    before: set[str] = set()
+    for part in parts:
+        if part.jumps:
+            here = part.stepped_first | (frozenset(before) if in_order else frozenset())
+            found = here if found is None else found & here
+        before |= part.steps
+    return found or frozenset()
 
 
 Wire = Callable[[int], None]

@@ -30,6 +30,7 @@ from .naming import (
 )
 from .optimizers import is_optimizer_callee
 from .sites import Sites
+from .walk import nodes_in
 
 # Conditions that hold wherever training code runs them (optimizer.step() enables grad for
 # the closure it calls).
@@ -107,7 +108,7 @@ class Builder(Clears):
         if not (is_optimizer_callee(qualified) and qualified.rsplit(".", 1)[-1][:1].isupper()):
             return []  # a constructor, not a getter such as Lightning's self.optimizers()
         target = node.targets[0].target
-        if not isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)):
+        if not isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)) or not _fresh(node.value, ctx.moves):
             return []
         return [self.event(Kind.BUILD, node, replace(ctx, gate=None), self.key(target, ctx), text_of(target))]
 
@@ -321,6 +322,17 @@ class Builder(Clears):
         if name in ("zero_", "fill_", "copy_") and text_of(func.value).endswith((".grad", ".grad.data")):
             return []  # judged as a statement: _grad_write
         return None
+
+
+def _fresh(constructor: cst.Call, moves: Optional[frozenset[str]]) -> bool:
+    """Whether a rebuilt optimizer's parameters are new in this iteration (`SGD([x_in])`), not
+    the same module's that the loop never reassigns (`SGD(model.parameters())`): those keep
+    whatever gradients the previous iteration left, whichever optimizer object steps them."""
+    params = next((a.value for a in constructor.args if a.keyword is None or a.keyword.value == "params"), None)
+    if moves is None or params is None:
+        return True
+    read = {text_of(n) for n in nodes_in(params) if isinstance(n, (cst.Name, cst.Attribute))}
+    return bool(read & moves) or any(root_of(text) in moves for text in read)
 
 
 def _call_target(node: cst.BaseExpression) -> cst.BaseExpression:
