@@ -71,6 +71,15 @@ def entry_name(receiver: str) -> str:
     return named.group(1) if named else ""
 
 
+def holder_name(receiver: str) -> str:
+    """The name of what holds a receiver whose own name says nothing: a wrapper's attribute
+    (`self.optimizer_model.instance` -> `optimizer_model`); "" if its own name says something."""
+    parts = receiver.split(".")
+    if "[" in receiver or len(parts) < 2 or _OPTIMIZER_NAME.search(parts[-1]) or _NOT_OPTIMIZER_NAME.search(parts[-1]):
+        return ""
+    return parts[-2]
+
+
 _NAMED_ENTRY = re.compile(r"""\[["']([A-Za-z_][A-Za-z_0-9]*)["']\]$""")
 
 
@@ -138,7 +147,7 @@ class OptimizerTable:
             return False
         if receiver in self.built or self._user(receiver, self.settings.optimizer_names):
             return True
-        names = (last_segment(receiver), entry_name(receiver))
+        names = (last_segment(receiver), entry_name(receiver), holder_name(receiver))
         return any(_OPTIMIZER_NAME.search(n) for n in names if n) or also_cleared_and_stepped
 
     def is_scaler(self, receiver: str) -> bool:
