@@ -165,3 +165,21 @@ def test_parallel_output_equals_serial(tmp_path: Path) -> None:
     serial = run("-j", "1", ".", cwd=tmp_path)
     parallel = run("-j", "2", ".", cwd=tmp_path)
     assert serial.stdout == parallel.stdout and serial.stdout.count(b"ZG001") == 26
+
+
+def test_fixes_are_described_only_for_the_formats_that_print_them(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bug.py").write_text(BUG)
+    path = str(tmp_path / "bug.py")
+    assert main(["--format", "json", path]) == 1
+    assert json.loads(capsys.readouterr().out)[0]["fix"]  # described
+    import zerograd.fix
+
+    def refuse(*args: object) -> None:
+        raise AssertionError("describe() called for a format that prints no fix")
+
+    monkeypatch.setattr(zerograd.fix, "describe", refuse)
+    for fmt in ("text", "github"):
+        assert main(["--format", fmt, path]) == 1
+        out = capsys.readouterr().out
+        assert "ZG001" in out and "ZG901" not in out

@@ -11,7 +11,7 @@ from typing import Optional, Sequence
 from . import __version__
 from .config import Config, ConfigError, Selection, discover_config, parse_codes
 from .files import FileResult, check_bytes, lint_paths
-from .report import FORMATS, statistics
+from .report import DESCRIBED, FORMATS, statistics
 from .rules import RULES, rule_page
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -61,9 +61,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return EXIT_ERROR
         if args.diff:
             return EXIT_FINDINGS if changed else EXIT_CLEAN
-    results = lint_paths(files, config.settings, max(1, args.jobs), config, args.force_exclude) if files else []
+    describe = args.format in DESCRIBED
+    results = lint_paths(files, config.settings, max(1, args.jobs), config, args.force_exclude, describe) if files else []
     if "-" in args.paths:
-        results.append(_stdin_result(args.stdin_filename or "-", config))
+        results.append(_stdin_result(args.stdin_filename or "-", config, describe))
     return _report(results, selection, args)
 
 
@@ -115,12 +116,12 @@ def _split(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
-def _stdin_result(name: str, config: Config) -> FileResult:
+def _stdin_result(name: str, config: Config, describe: bool) -> FileResult:
     try:
         data = sys.stdin.buffer.read()
     except (OSError, ValueError, AttributeError) as error:
         return FileResult(name, error=f"cannot read standard input: {error}")
-    result = check_bytes(name, data, config.settings)
+    result = check_bytes(name, data, config.settings, describe)
     ignored = config.ignored_for(name)
     result.findings = [f for f in result.findings if not (ignored and f.code.startswith(ignored))]
     return result

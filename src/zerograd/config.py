@@ -7,9 +7,11 @@ checked; a bad one is an error that names the key and the file (the CLI exits 2)
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import cached_property
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterable, Optional, Sequence
@@ -85,25 +87,47 @@ class Config:
 
     def is_excluded(self, path: str) -> bool:
         """Like ruff: a pattern matches a file or folder name, or its path below the root."""
-        patterns = self.exclude + self.extend_exclude
-        return any(_matches(path, pattern, self.root) for pattern in patterns)
+        return self._excludes.matches(path)
 
     def ignored_for(self, path: str) -> tuple[str, ...]:
-        return tuple(code for pattern, codes in self.per_file_ignores
-                     if _matches(path, pattern, self.root) for code in codes)
+        return tuple(code for patterns, codes in self._ignores if patterns.matches(path) for code in codes)
+
+    @cached_property
+    def _excludes(self) -> "Patterns":
+        return Patterns(self.exclude + self.extend_exclude, self.root)
+
+    @cached_property
+    def _ignores(self) -> "tuple[tuple[Patterns, tuple[str, ...]], ...]":
+        return tuple((Patterns((pattern,), self.root), codes) for pattern, codes in self.per_file_ignores)
 
 
-def _matches(path: str, pattern: str, root: Path) -> bool:
-    candidate = Path(path)
-    names = [candidate.name, *(part for part in candidate.parts[:-1])]
-    try:
-        relative = PurePosixPath(candidate.resolve().relative_to(root.resolve()).as_posix())
-    except ValueError:
-        relative = PurePosixPath(candidate.as_posix())
-    pattern = pattern.rstrip("/")
-    if fnmatchcase(str(relative), pattern) or any(fnmatchcase(n, pattern) for n in names):
+class Patterns:
+    """Exclude or per-file-ignore patterns, matched with string operations only: discovery asks
+    once per file and folder, and resolving each path (symlinks, a system call per component)
+    was most of a run's time on a tree of mostly unrelated files. Symlinks are therefore not
+    followed: a path is matched as written, made absolute against the working directory."""
+
+    def __init__(self, patterns: Sequence[str], root: Path) -> None:
+        stripped = [p.rstrip("/") for p in patterns]
+        self.names = frozenset(p for p in stripped if not any(c in p for c in "*?[/"))
+        self.globs = tuple(p for p in stripped if p not in self.names)
+        # The root as given and resolved (the working directory is already resolved by the system).
+        self.roots = tuple(dict.fromkeys(os.path.join(os.path.abspath(r), "") for r in (root, os.path.realpath(root))))
+
+    def matches(self, path: str) -> bool:
+        absolute = os.path.abspath(path)
+        root = next((r for r in self.roots if absolute.startswith(r)), None)
+        relative = (absolute[len(root):] if root is not None else path).replace(os.sep, "/")
+        parts = path.replace(os.sep, "/").split("/") + relative.split("/")
+        if not self.names.isdisjoint(parts):
+            return True
+        return any(_glob(relative, parts, pattern) for pattern in self.globs)
+
+
+def _glob(relative: str, parts: list[str], pattern: str) -> bool:
+    if fnmatchcase(relative, pattern) or any(fnmatchcase(part, pattern) for part in parts):
         return True
-    return any(fnmatchcase(str(parent), pattern) for parent in relative.parents if str(parent) != ".")
+    return any(fnmatchcase(str(parent), pattern) for parent in PurePosixPath(relative).parents if str(parent) != ".")
 
 
 def find_pyproject(start: str) -> Optional[Path]:

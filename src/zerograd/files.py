@@ -39,11 +39,12 @@ def _problem(reason: str, line: int = 1) -> Finding:
     return Finding("ZG900", message("ZG900", reason), Span(line, 0, line, 0))
 
 
-def check_source(source: str, settings: Settings) -> list[Finding]:
-    """lint_source plus `# noqa` and fix descriptions, never raising: an internal error is ZG901."""
+def check_source(source: str, settings: Settings, describe: bool = True) -> list[Finding]:
+    """lint_source plus `# noqa` and fix descriptions, never raising: an internal error is ZG901.
+    Describing a fix re-parses the file with metadata: only for formats that print them."""
     try:
         findings = lint_source(source, settings)
-        if any(f.code in FIXABLE for f in findings):
+        if describe and any(f.code in FIXABLE for f in findings):
             from .fix import describe
 
             findings = describe(source, findings, settings)
@@ -53,24 +54,24 @@ def check_source(source: str, settings: Settings) -> list[Finding]:
     return unsuppressed(findings, source.splitlines())
 
 
-def check_bytes(path: str, data: bytes, settings: Settings) -> FileResult:
+def check_bytes(path: str, data: bytes, settings: Settings, describe: bool = True) -> FileResult:
     if path.endswith(".ipynb"):
-        return _check_notebook(path, data, settings)
+        return _check_notebook(path, data, settings, describe)
     try:
         source = decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError) as error:
         return FileResult(path, [_problem(f"undecodable bytes ({error})".splitlines()[0])])
-    return FileResult(path, check_source(source, settings))
+    return FileResult(path, check_source(source, settings, describe))
 
 
-def _check_notebook(path: str, data: bytes, settings: Settings) -> FileResult:
+def _check_notebook(path: str, data: bytes, settings: Settings, describe: bool) -> FileResult:
     try:
         notebook = read_notebook(data.decode("utf-8-sig"))
     except UnicodeDecodeError as error:
         return FileResult(path, [_problem(f"not a notebook: undecodable bytes ({error.reason})")])
     except NotebookError as error:
         return FileResult(path, [_problem(str(error))])
-    return FileResult(path, [notebook.locate(f) for f in check_source(notebook.source, settings)])
+    return FileResult(path, [notebook.locate(f) for f in check_source(notebook.source, settings, describe)])
 
 
 def read_file(path: str) -> tuple[Optional[bytes], Optional[str]]:
@@ -84,14 +85,14 @@ def read_file(path: str) -> tuple[Optional[bytes], Optional[str]]:
         return None, f"cannot read {path}: {error.strerror or error}"
 
 
-def check_file(path: str, settings: Settings) -> FileResult:
+def check_file(path: str, settings: Settings, describe: bool = True) -> FileResult:
     data, error = read_file(path)
     if data is None:
         return FileResult(path, error=error)
-    return check_bytes(path, data, settings)
+    return check_bytes(path, data, settings, describe)
 
 
-def _check_file_args(args: tuple[str, Settings]) -> FileResult:
+def _check_file_args(args: tuple[str, Settings, bool]) -> FileResult:
     return check_file(*args)
 
 
@@ -110,15 +111,25 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
 
 
 def _walk(root: str, config: Config) -> Iterator[str]:
-    for folder, dirs, files in os.walk(root):
-        dirs[:] = sorted(
-            d for d in dirs
-            if not config.is_excluded(os.path.join(folder, d)) and not _is_virtualenv(os.path.join(folder, d))
-        )
-        for name in sorted(files):
-            path = os.path.join(folder, name)
-            if name.endswith(SUFFIXES) and os.path.isfile(path) and not config.is_excluded(path):
+    """Like os.walk (symlinked folders are not entered), with the file type from the directory
+    entry instead of a stat per file."""
+    folders = [root]
+    while folders:
+        folder = folders.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            continue
+        inner = []
+        for entry in entries:
+            path = os.path.join(folder, entry.name)
+            if entry.is_dir(follow_symlinks=False):
+                if not config.is_excluded(path) and not _is_virtualenv(path):
+                    inner.append(path)
+            elif entry.name.endswith(SUFFIXES) and entry.is_file() and not config.is_excluded(path):
                 yield path
+        folders.extend(reversed(inner))
 
 
 def _is_virtualenv(folder: str) -> bool:
@@ -126,8 +137,10 @@ def _is_virtualenv(folder: str) -> bool:
 
 
 def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: int = 1,
-               config: Optional[Config] = None, force_exclude: bool = False) -> list[FileResult]:
-    """Check files and directories; results sorted by path, per-file ignores applied."""
+               config: Optional[Config] = None, force_exclude: bool = False,
+               describe: bool = True) -> list[FileResult]:
+    """Check files and directories; results sorted by path, per-file ignores applied;
+    `describe=False` leaves fix descriptions out (they cost a second parse)."""
     config = config or Config()
     settings = settings or config.settings
     found = list(discover(list(paths), config, force_exclude))
@@ -136,9 +149,9 @@ def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: 
     if jobs > 1 and len(files) >= PARALLEL_THRESHOLD:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
             chunk = max(1, len(files) // (jobs * 8))
-            results += pool.map(_check_file_args, [(f, settings) for f in files], chunksize=chunk)
+            results += pool.map(_check_file_args, [(f, settings, describe) for f in files], chunksize=chunk)
     else:
-        results += [check_file(f, settings) for f in files]
+        results += [check_file(f, settings, describe) for f in files]
     for result in results:
         ignored = config.ignored_for(result.path)
         if ignored:

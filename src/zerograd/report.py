@@ -130,6 +130,8 @@ def statistics(findings: Sequence[Located]) -> str:
     return "".join(f"{counts[code]:<5} {code} {RULES[code].name}\n" for code in sorted(counts))
 
 
+# Formats that print what a fix would do; the others are spared describing it.
+DESCRIBED = frozenset({"json", "sarif"})
 FORMATS: dict[str, Callable[[Sequence[Located]], str]] = {
     "text": text, "json": as_json, "sarif": sarif, "github": github,
 }
