@@ -31,7 +31,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from corpus import extract, fetch, load_lock, python_files  # noqa: E402
+from corpus import extract, fetch, load_lock, python_files
 
 BIN = Path(sys.executable).parent
 
@@ -94,7 +94,7 @@ def ensure_ruff() -> bool:
 def floors(paths: list[str], with_libcst: bool) -> dict[str, Callable[[], None]]:
     def read_all() -> None:
         for p in paths:
-            "backward" in Path(p).read_text(encoding="utf-8", errors="replace")
+            _ = "backward" in Path(p).read_text(encoding="utf-8", errors="replace")
 
     def ast_all() -> None:
         for p in paths:
@@ -165,7 +165,7 @@ def growth() -> list[tuple[int, float]]:
     rows = []
     for lines in (1_000, 10_000, 100_000):
         source = "import torch\n\n\n" + "".join(unit.format(i=i) for i in range(lines // 10))
-        best = min(in_process(lambda: lint_source(source))[0] for _ in range(3 if lines < 100_000 else 1))
+        best = min(in_process(lambda text=source: lint_source(text))[0] for _ in range(3 if lines < 100_000 else 1))
         rows.append((lines, best * 1000 * 1000 / lines))  # milliseconds per 1,000 lines
     return rows
 

@@ -14,8 +14,9 @@ import subprocess
 import sys
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 HERE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("ZEROGRAD_CACHE", Path.home() / ".cache" / "zerograd"))

@@ -21,11 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from corpus import CACHE, extract, extract_repo, fetch, load_lock, python_files, update_lock  # noqa: E402
+from corpus import CACHE, extract, extract_repo, fetch, load_lock, python_files, update_lock
 
-from zerograd.files import check_file  # noqa: E402
-from zerograd.model import Settings  # noqa: E402
-
+from zerograd.files import check_file
+from zerograd.model import Settings
 
 GENERAL = ["ansible", "django", "sympy", "sqlalchemy"]  # large, varied, no training code
 

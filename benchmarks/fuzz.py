@@ -18,10 +18,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-import hypothesmith  # noqa: E402
-from hypothesis import HealthCheck, given, settings  # noqa: E402
+import hypothesmith
+from hypothesis import HealthCheck, given, settings
 
-from zerograd._fuzz import check_program, training_programs  # noqa: E402
+from zerograd._fuzz import check_program, training_programs
 
 warnings.filterwarnings("ignore", category=SyntaxWarning)  # hypothesmith compiles odd programs
 
@@ -50,7 +50,7 @@ def main() -> int:
         def run(source: str) -> None:
             nonlocal count
             count += 1
-            check_program(source + suffix)
+            check_program(source + suffix)  # noqa: B023 - run() is called in this iteration
 
         try:
             run()

@@ -14,8 +14,9 @@ not a statement of the loop around it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Iterator, Optional, Sequence, Union
+from typing import Optional, Union
 
 import libcst as cst
 

@@ -38,21 +38,36 @@ import argparse
 import sys
 import warnings
 from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Optional, Sequence
+from typing import Any, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-import libcst as cst  # noqa: E402
-from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider  # noqa: E402
+import libcst as cst
+from corpus import CACHE, extract_repo, fetch, load_lock, python_files
+from corpus import extract as unpack
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
+from mutants import (
+    STEP_FUNCTION,
+    Edit,
+    Line,
+    Scan,
+    Site,
+    accumulates,
+    apply,
+    called_here,
+    clears_first,
+    code,
+    index_of,
+    moved,
+    scan,
+    unstable,
+)
 
-from corpus import CACHE, extract as unpack, extract_repo, fetch, load_lock, python_files  # noqa: E402
-from mutants import (STEP_FUNCTION, Edit, Line, Scan, Site, accumulates, apply, called_here,  # noqa: E402
-                     clears_first, code, index_of, moved, scan, unstable)
-
-from zerograd.engine import lint_source  # noqa: E402
-from zerograd.fix import describe, fix_source  # noqa: E402
+from zerograd.engine import lint_source
+from zerograd.fix import describe, fix_source
 
 Finding = Any  # zerograd's Finding (code, line, fix): its module is not part of the interface used here
 
@@ -288,7 +303,7 @@ class Crash(Exception):
 def _lint(source: str) -> list[Finding]:
     try:
         findings = lint_source(source)
-    except Exception as error:  # noqa: BLE001  # any failure of the checker is a crash to count
+    except Exception as error:  # any failure of the checker is a crash to count
         raise Crash(repr(error)) from error
     if any(f.code == "ZG901" for f in findings):
         raise Crash("ZG901")

@@ -24,12 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from corpus import CACHE, extract, extract_repo, fetch, load_lock, pin_repos, update_lock  # noqa: E402
+from corpus import CACHE, extract, extract_repo, fetch, load_lock, pin_repos, update_lock
 
-from zerograd.engine import Report, inspect_source  # noqa: E402
-from zerograd.notebook import NotebookError, read_notebook  # noqa: E402
-from zerograd.files import decode  # noqa: E402
-from zerograd.suppress import unsuppressed  # noqa: E402
+from zerograd.engine import Report, inspect_source
+from zerograd.files import decode
+from zerograd.notebook import NotebookError, read_notebook
+from zerograd.suppress import unsuppressed
 
 LOCK = "realcode.lock.json"
 REPOS_LOCK = "realcode.repos.lock.json"
@@ -168,7 +168,7 @@ def _table(split: str, entries: list[tuple[str, str, dict[str, str]]], details: 
     print(f"findings: {found} on {totals['scopes']} analysed scopes, each reviewed in REALCODE.md")
 
 
-def _scan(root: Path, details: list[str]) -> "Counter[str]":
+def _scan(root: Path, details: list[str]) -> Counter[str]:
     row: Counter[str] = Counter()
     for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".ipynb") and p.is_file()):
         row["files"] += 1
@@ -206,7 +206,7 @@ def _check(path: Path):  # type: ignore[no-untyped-def]
     return inspect_source(text), text.splitlines(), lambda f: f"{f.line}:{f.col + 1}"
 
 
-def _row(name: str, row: "Counter[str]") -> str:
+def _row(name: str, row: Counter[str]) -> str:
     return f"{name:<48} " + " ".join(f"{row[c]:>6}" for c in COLUMNS) + " " + " ".join(f"{row[c]:>5}" for c in CODES)
 
 

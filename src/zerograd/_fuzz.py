@@ -10,9 +10,10 @@ from hypothesis import strategies as st
 
 from .engine import lint_source
 from .files import check_source
-from .fix import FIXABLE, fix_source
+from .fix import fix_source
 from .flake8_plugin import ZeroGradPlugin
 from .model import Settings
+from .rules import FIXABLE
 
 OPTIMIZERS = ["optimizer", "opt_d", "self.optimizer", "optimizers[0]"]
 SIMPLE = [
@@ -53,7 +54,7 @@ def _block(draw: st.DrawFn, depth: int, optimizer: str) -> list[str]:
         if kind == "if":
             lines += [f"if {draw(st.sampled_from(CONDITIONS))}:", *body]
             if draw(st.booleans()):
-                lines += ["else:", *("    " + l for l in _block(draw, depth + 1, optimizer))]
+                lines += ["else:", *("    " + line for line in _block(draw, depth + 1, optimizer))]
         elif kind == "for":
             lines += ["for micro in range(4):", *body]
         elif kind == "while":

@@ -5,8 +5,9 @@ and modules, and `.grad` written by hand over a module's parameters or an optimi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Optional, Sequence
+from typing import Optional
 
 import libcst as cst
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Optional, Sequence
+from typing import Optional
 
 from . import __version__
 from .config import Config, ConfigError, Selection, discover_config, parse_codes
@@ -44,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["server"]:
+        return _server(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.explain is not None:
@@ -66,6 +70,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if "-" in args.paths:
         results.append(_stdin_result(args.stdin_filename or "-", config, describe))
     return _report(results, selection, args)
+
+
+def _server(argv: list[str]) -> int:
+    """`zerograd server`: the language server, from the optional `server` extra."""
+    if argv and argv[0] in ("-h", "--help"):
+        print("usage: zerograd server\n\nThe zerograd language server: LSP over standard input and output.")
+        return EXIT_CLEAN
+    if argv:
+        print(f"zerograd: error: server takes no arguments (got {' '.join(argv)})", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        from .server import main as serve
+    except ImportError as error:
+        print(f"zerograd: error: the language server needs pygls ({error}); "
+              "install it with: pip install 'zerograd[server]'", file=sys.stderr)
+        return EXIT_ERROR
+    return serve()
 
 
 def _fix(files: list[str], config: Config, args: argparse.Namespace) -> Optional[bool]:

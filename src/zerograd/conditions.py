@@ -8,12 +8,13 @@ that test it twice are correlated.
 from __future__ import annotations
 
 import re
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 import libcst as cst
 
-from .model import Test
 from .keys import counter_of, root_of
+from .model import Test
 from .naming import block_of, suites, text_of
 from .walk import nodes_in
 

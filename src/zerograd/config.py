@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from fnmatch import fnmatchcase
+from functools import cached_property
 from pathlib import Path, PurePosixPath
-from typing import Any, Iterable, Optional, Sequence
+from typing import Any, Optional
 
 from .model import Settings
 
@@ -93,11 +94,11 @@ class Config:
         return tuple(code for patterns, codes in self._ignores if patterns.matches(path) for code in codes)
 
     @cached_property
-    def _excludes(self) -> "Patterns":
+    def _excludes(self) -> Patterns:
         return Patterns(self.exclude + self.extend_exclude, self.root)
 
     @cached_property
-    def _ignores(self) -> "tuple[tuple[Patterns, tuple[str, ...]], ...]":
+    def _ignores(self) -> tuple[tuple[Patterns, tuple[str, ...]], ...]:
         return tuple((Patterns((pattern,), self.root), codes) for pattern, codes in self.per_file_ignores)
 
 

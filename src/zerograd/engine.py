@@ -10,7 +10,6 @@ import ast
 import gc
 import re
 import warnings
-
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -116,7 +115,7 @@ def _first_line(statement: ast.stmt) -> int:
     return min([statement.lineno] + [d.lineno for d in decorators])
 
 
-def _analyse(chunks: "list[Chunk]", settings: Settings) -> Report:
+def _analyse(chunks: list[Chunk], settings: Settings) -> Report:
     from .program import build
     from .summaries import Analyzer
 
@@ -138,12 +137,12 @@ def _analyse(chunks: "list[Chunk]", settings: Settings) -> Report:
     return Report(_findings(program, analyzer, found, sites), scopes, steppers, capped)
 
 
-def _analyse_target(analyzer: "Analyzer", fid: int, target: str) -> "list[Verdict]":
+def _analyse_target(analyzer: Analyzer, fid: int, target: str) -> list[Verdict]:
     analyzer.work = 0
     return analyzer.analyse(fid, target)
 
 
-def _findings(program: "Program", analyzer: "Analyzer", found: "dict[int, list[Verdict]]", sites: "Sites") -> list[Finding]:
+def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdict]], sites: Sites) -> list[Finding]:
     """rules.md section 3, Reporting: a verdict that a callee's own analysis explains is that
     callee's (reported once, at its own event); the rest are reported in the scope where the order
     goes wrong, at the call that leads to the event."""

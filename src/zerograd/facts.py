@@ -8,15 +8,16 @@ functions handed to a framework as callbacks (evidence of a step function, secti
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Optional
 
 import libcst as cst
 
 from .naming import block_of, dotted, receiver_key, suites
 from .optimizers import (
-    OptimizerTable,
     NON_TORCH_ROOTS,
+    OptimizerTable,
     is_engine_callee,
     is_foreign_autograd,
     is_optimizer_callee,
@@ -139,7 +140,8 @@ class Collector:
         if isinstance(node, cst.Import):
             for alias in node.names:
                 full = dotted(alias.name) or ""
-                local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else full.split(".")[0]
+                named = alias.asname is not None and isinstance(alias.asname.name, cst.Name)
+                local = alias.asname.name.value if named else full.split(".")[0]  # type: ignore[union-attr]
                 self.info.aliases[local] = full if alias.asname else local
         elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
             module = (dotted(node.module) or "") if node.module else ""

@@ -7,9 +7,10 @@ import io
 import os
 import stat
 import tokenize
+from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Optional, Sequence
+from typing import Optional
 
 from .config import Config
 from .engine import lint_source
@@ -45,9 +46,9 @@ def check_source(source: str, settings: Settings, describe: bool = True) -> list
     try:
         findings = lint_source(source, settings)
         if describe and any(f.code in FIXABLE for f in findings):
-            from .fix import describe
+            from .fix import describe as describe_fixes
 
-            findings = describe(source, findings, settings)
+            findings = describe_fixes(source, findings, settings)
     except Exception as error:  # noqa: BLE001 - a bug must not stop the run (ZG901)
         reason = f"{type(error).__name__}: {error}".strip().splitlines()[0]
         return [Finding("ZG901", message("ZG901", reason), Span(1, 0, 1, 0))]

@@ -13,18 +13,19 @@ Edits insert and delete whole lines, so every other byte (comments, line endings
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Optional, Sequence
+from typing import Optional
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .engine import lint_source
 from .conditions import classify
-from .naming import receiver_key
-from .walk import calls_in
+from .engine import lint_source
 from .model import Finding, Settings
+from .naming import receiver_key
 from .rules import FIXABLE
+from .walk import calls_in
 
 
 @dataclass(frozen=True)
@@ -255,7 +256,7 @@ def fix_source(source: str, settings: Settings = Settings(), only: Sequence[str]
     """Apply every safe fix, one at a time, each checked by re-linting; idempotent."""
     fixed: list[Finding] = []
     warnings: list[str] = []
-    tried: set[tuple[str, str]] = set()
+    tried: set[tuple[str, str, int]] = set()
     while True:
         findings = lint_source(source, settings)
         if any(f.code.startswith("ZG9") for f in findings):
@@ -263,7 +264,7 @@ def fix_source(source: str, settings: Settings = Settings(), only: Sequence[str]
         candidates = [f for f in findings if f.code in only and (f.code, f.message, f.line) not in tried]
         progress = False
         for finding in candidates:
-            tried.add((finding.code, finding.message, finding.line))  # type: ignore[arg-type]
+            tried.add((finding.code, finding.message, finding.line))
             result = try_fix(source, finding, findings, settings)
             if isinstance(result, str) and result != source:
                 source, progress = result, True

@@ -7,7 +7,8 @@ with the plugin installed as without it.
 from __future__ import annotations
 
 import ast
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from . import __version__
 from .config import settings_from

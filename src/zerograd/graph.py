@@ -28,7 +28,7 @@ def covers(cleared: str, target: str) -> bool:
 class ArmEffect:
     test: Optional[Test]
     arm: int
-    summaries: tuple["Summary", ...]
+    summaries: tuple[Summary, ...]
     counter: Optional[str] = None  # of an accumulation test, even when its outcome is not kept
     congruent: Optional[bool] = None  # a modular test's arm where `counter % k == r` holds
 
@@ -82,7 +82,7 @@ class Summary:
         """Nothing in it changes the dataflow: it can be left out of the graph."""
         return not (self.steps or self.clears or self.backward or self.jumps or self.maybe_clear)
 
-    def add(self, other: "Summary", jumps: bool = True) -> None:
+    def add(self, other: Summary, jumps: bool = True) -> None:
         self.steps |= other.steps
         for target, site in other.clears.items():
             self.clears.setdefault(target, site)
@@ -273,7 +273,9 @@ class Graph:
         micro = inner.backward and not inner.steps
         back = BackEffect(node.moves | node.targets, micro=micro, closure=node.closure,
                           steps=frozenset(inner.steps) if inner.backward else frozenset({"*"}))
-        to_head: Wire = lambda n: self.edge(n, head, back)
+        def to_head(n: int) -> None:
+            self.edge(n, head, back)
+
         broken = ExitEffect(frozenset(), micro=False)  # `break`
         returned: list[int] = []
 
@@ -339,7 +341,9 @@ class Graph:
             last = self.build(node.body, at, exits)
             return None if last is None else self.build(node.orelse, last, exits)
         dispatch = self.node()
-        raise_here: Wire = lambda n: self.edge(n, dispatch, RaiseEffect())
+        def raise_here(n: int) -> None:
+            self.edge(n, dispatch, RaiseEffect())
+
         raise_here(at)
         last = self.build(node.body, at, Exits(exits.brk, exits.cont, exits.ret, raise_here))
         join = self.node()

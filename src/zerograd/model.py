@@ -45,7 +45,7 @@ class Test:
 
 @dataclass(frozen=True)
 class Seq:
-    items: tuple["Node", ...] = ()
+    items: tuple[Node, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def children(node: Node) -> tuple[Node, ...]:
     return ()
 
 
-def calls_of(node: Node) -> list["Call"]:
+def calls_of(node: Node) -> list[Call]:
     """Every call node in `node`."""
     found: list[Call] = []
     stack: list[Node] = [node]

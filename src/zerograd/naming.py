@@ -6,7 +6,8 @@ uses them, none of them knows about events.
 
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence, Union
+from collections.abc import Iterable, Sequence
+from typing import Optional, Union
 
 import libcst as cst
 

@@ -48,12 +48,12 @@ def read_notebook(text: str) -> Notebook:
         source = cell.get("source", "")
         text_of_cell = "".join(source) if isinstance(source, list) else str(source)
         starts.append((len(lines) + 1, number))
-        lines.extend(_blank_magics(text_of_cell.splitlines()))
+        lines.extend(blank_magics(text_of_cell.splitlines()))
         lines.append("")
     return Notebook("\n".join(lines) + "\n", tuple(starts))
 
 
-def _blank_magics(lines: list[str]) -> list[str]:
+def blank_magics(lines: list[str]) -> list[str]:
     if lines and lines[0].lstrip().startswith("%%"):
         return ["" for _ in lines]
     return [_blank(line) if line.lstrip().startswith(("%", "!")) else line for line in lines]
@@ -67,7 +67,7 @@ def _blank(line: str) -> str:
 
 # --- fixing ------------------------------------------------------------------------------
 
-_STYLES = [
+_STYLES: list[dict[str, Any]] = [
     {"indent": indent, "sort_keys": sort_keys, "ensure_ascii": ascii_only}
     for indent in (1, 2, 4, None)
     for sort_keys in (True, False)

@@ -8,15 +8,16 @@ function (rules.md section 3: no caller here, and positive evidence that it runs
 from __future__ import annotations
 
 import re
-from typing import Iterable, Optional, Sequence, Union
+from collections.abc import Iterable, Sequence
+from typing import Optional, Union
 
 import libcst as cst
 
+from .calls import Context
 from .facts import ClassInfo, Collector, ModuleInfo, mark_relevant
 from .model import Function, Program, Seq, Settings
 from .naming import assigned_names, block_of, suites
 from .optimizers import NON_TORCH_NUMERIC, OTHER_AUTOGRAD_ROOTS, TORCH_FAMILY, OptimizerTable
-from .calls import Context
 from .scopes import Builder
 from .sites import Chunk, Sites
 
@@ -123,7 +124,8 @@ def _not_pytorch(info: ModuleInfo) -> bool:
     return own_autograd or any(name.split(".")[0] in NON_TORCH_NUMERIC for name in names)
 
 
-def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo], info: ModuleInfo) -> Iterable[tuple[cst.FunctionDef, Optional[ClassInfo]]]:
+def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo],
+               info: ModuleInfo) -> Iterable[tuple[cst.FunctionDef, Optional[ClassInfo]]]:
     """Every function and method, nested ones included, with its enclosing class."""
     for statement in body:
         if isinstance(statement, cst.FunctionDef):
@@ -136,5 +138,5 @@ def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo], info: Modu
                 yield from _functions(block_of(suite), cls, info)
 
 
-def _empty() -> "Seq":
+def _empty() -> Seq:
     return Seq()

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import PurePath
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
 
 from . import __version__
 from .model import Finding

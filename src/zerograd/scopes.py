@@ -7,14 +7,15 @@ naming.py and judged with the optimizer table the first pass (facts.py) filled.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Optional, Sequence, Union
+from typing import Optional, Union
 
 import libcst as cst
 
-from .conditions import PURE, classify, classify_flag, flag_definitions, names_of
 from .calls import Context
 from .clears import Clears
+from .conditions import PURE, classify, classify_flag, flag_definitions, names_of
 from .facts import ModuleInfo
 from .keys import INVARIANT, root_of
 from .model import Branch, Event, Jump, Kind, Loop, Node, Seq, Test, Try

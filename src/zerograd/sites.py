@@ -64,5 +64,6 @@ def _positions_of(chunk: Chunk, top: int) -> tuple[dict[cst.CSTNode, CodeRange],
     # `starts` holds the first line of the statement as CPython counts it: its first decorator.
     # LibCST's range of a decorated definition starts at `def`/`class`, so measure from the
     # decorator too, or every position inside would be early by the decorators' height.
-    first = statement.decorators[0] if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.decorators else statement
+    decorated = isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.decorators
+    first = statement.decorators[0] if decorated else statement  # type: ignore[union-attr]
     return positions, chunk.starts[top] - positions[first].start.line

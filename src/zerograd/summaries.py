@@ -17,8 +17,8 @@ from typing import Optional
 
 from .flow import OUT, START, State, Verdict, cross, judge_step, transfer
 from .graph import Chain, Graph, Summary, summarize
-from .model import Call, Event, Function, Kind, Program
 from .keys import INVARIANT, rebase, root_of
+from .model import Call, Event, Function, Kind, Program
 
 MAX_WORK = 400_000  # state transfers per analysed scope and optimizer, callees included
 NOBODY = "<none>"  # the optimizer a callee cannot name: only its backward and unknown clears matter

@@ -7,7 +7,8 @@ Common node types are walked by hand through their fields; anything else falls b
 
 from __future__ import annotations
 
-from typing import Callable, Iterable, Optional
+from collections.abc import Iterable
+from typing import Callable, Optional
 
 import libcst as cst
 
@@ -26,8 +27,8 @@ def _subscript(node: cst.Subscript) -> Iterable[cst.CSTNode]:
         inner = element.slice
         if isinstance(inner, cst.Index):
             yield inner.value
-        else:
-            yield from (inner.lower, inner.upper, inner.step)  # type: ignore[union-attr,misc]
+        elif isinstance(inner, cst.Slice):
+            yield from (part for part in (inner.lower, inner.upper, inner.step) if part is not None)
 
 
 def _elements(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
@@ -117,7 +118,7 @@ def _collect(node: Optional[cst.CSTNode], found: list[cst.Call], depth: int) -> 
     for child in fields(node) if fields is not None else node.children:
         _collect(child, found, depth + 1)
     if type(node) is cst.Call:
-        found.append(node)  # type: ignore[arg-type]
+        found.append(node)
 
 
 def nodes_in(node: cst.CSTNode) -> Iterable[cst.CSTNode]:

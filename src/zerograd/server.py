@@ -1,0 +1,243 @@
+"""`zerograd server`: the language server (interface.md, Editors), on pygls over stdio.
+
+Diagnostics on open and save, and on change after a pause in typing; a `quickfix` per fixable
+finding and `source.fixAll.zerograd`; `[tool.zerograd]` from the nearest pyproject.toml of each
+document; notebooks through notebook-document sync (their code cells joined as `.ipynb` files
+are). Linting never raises (check_source turns an internal error into ZG901), and a handler that
+fails anyway logs and leaves the session running.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Optional
+from urllib.parse import unquote, urlparse
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.workspace import TextDocument
+
+from . import __version__
+from .config import Config, ConfigError, Selection, find_pyproject, load_config
+from .files import check_source
+from .fix import fix_source, try_fix
+from .model import Finding
+from .notebook import blank_magics
+from .report import INFORMATION_URI
+
+DEBOUNCE_SECONDS = 0.3  # a pause in typing this long re-lints the document
+FIX_ALL = "source.fixAll.zerograd"
+SOURCE = "zerograd"
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Linted:
+    """What one lint of a document's text found: the actions are computed from it on request."""
+
+    source: str
+    findings: list[Finding]
+    config: Config
+
+
+def config_for(uri: str) -> Config:
+    """The `[tool.zerograd]` that the CLI would use for this file (defaults when none, or bad)."""
+    path = path_of(uri)
+    try:
+        found = find_pyproject(path) if path else None
+        return load_config(found) if found is not None else Config()
+    except ConfigError as error:
+        log.warning("zerograd: %s; using the defaults", error)
+        return Config()
+
+
+def path_of(uri: str) -> str:
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme == "file" else ""
+
+
+def lint(uri: str, source: str) -> Linted:
+    config = config_for(uri)
+    selection = Selection(config.select or Selection().select, config.ignore, config.extend_select)
+    path = path_of(uri)
+    ignored = config.ignored_for(path) if path else ()
+    findings = [f for f in check_source(source, config.settings)
+                if selection.allows(f.code) and not (ignored and f.code.startswith(ignored))]
+    return Linted(source, findings, config)
+
+
+def diagnostic(finding: Finding, lines: Sequence[str], document: Optional[TextDocument] = None,
+               line_shift: int = 0) -> types.Diagnostic:
+    """LSP positions are 0-based; columns go out in the client's units (UTF-16 by default)."""
+    span = finding.span
+    server_range = types.Range(
+        types.Position(span.line - 1 - line_shift, span.col), types.Position(span.end_line - 1 - line_shift, span.end_col))
+    where = document.position_codec.range_to_client_units(lines, server_range) if document is not None else server_range
+    return types.Diagnostic(
+        range=where,
+        message=finding.message,
+        severity=types.DiagnosticSeverity.Error if finding.code.startswith("ZG9") else types.DiagnosticSeverity.Warning,
+        code=finding.code,
+        code_description=types.CodeDescription(href=f"{INFORMATION_URI}#{finding.code.lower()}"),
+        source=SOURCE,
+        data={"fix": finding.fix} if finding.fix else None,
+    )
+
+
+def whole_document_edit(uri: str, old: str, new: str) -> types.WorkspaceEdit:
+    """Replace the whole text: a fix moves or inserts whole lines, and one edit is always right."""
+    # The start of the line after the last: the end of the text whatever the position encoding
+    # (the protocol clamps a line past the end to the document's end).
+    end = types.Position(line=len(old.split("\n")), character=0)
+    return types.WorkspaceEdit(changes={uri: [types.TextEdit(types.Range(types.Position(0, 0), end), new)]})
+
+
+def code_actions(uri: str, linted: Linted, wanted: Sequence[types.Diagnostic],
+                 only: Optional[Sequence[str]]) -> list[types.CodeAction]:
+    """A quickfix per fixable finding among the diagnostics asked about, and fix-all."""
+    actions: list[types.CodeAction] = []
+    kinds = set(only or ())
+    if not kinds or types.CodeActionKind.QuickFix in kinds:
+        asked = {(d.code, d.range.start.line) for d in wanted if d.source == SOURCE}
+        for finding in linted.findings:
+            if finding.fix is None or (finding.code, finding.line - 1) not in asked:
+                continue
+            fixed = try_fix(linted.source, finding, linted.findings, linted.config.settings)
+            if isinstance(fixed, str) and fixed != linted.source:
+                matching = [d for d in wanted if d.code == finding.code and d.range.start.line == finding.line - 1]
+                actions.append(types.CodeAction(
+                    title=f"zerograd: {finding.fix} ({finding.code})", kind=types.CodeActionKind.QuickFix,
+                    diagnostics=matching, is_preferred=True, edit=whole_document_edit(uri, linted.source, fixed)))
+    if not kinds or any(FIX_ALL.startswith(k) for k in kinds):
+        outcome = fix_source(linted.source, linted.config.settings)
+        if outcome.fixed:
+            actions.append(types.CodeAction(
+                title="zerograd: fix all", kind=FIX_ALL, edit=whole_document_edit(uri, linted.source, outcome.source)))
+    return actions
+
+
+class ZeroGradServer(LanguageServer):
+    def __init__(self) -> None:
+        super().__init__(
+            SOURCE, __version__, text_document_sync_kind=types.TextDocumentSyncKind.Incremental,
+            notebook_document_sync=types.NotebookDocumentSyncOptions(notebook_selector=[
+                types.NotebookDocumentFilterWithCells(
+                    cells=[types.NotebookCellLanguage(language="python")], notebook="jupyter-notebook")]),
+        )
+        self.linted: dict[str, Linted] = {}
+        self.pending: dict[str, asyncio.TimerHandle] = {}
+
+    def publish_text(self, uri: str) -> None:
+        try:
+            document = self.workspace.get_text_document(uri)
+            linted = self.linted[uri] = lint(uri, document.source)
+            lines = document.lines
+            found = [diagnostic(f, lines, document) for f in linted.findings]
+        except Exception:
+            log.exception("zerograd: could not lint %s", uri)
+            return
+        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=found,
+                                                                             version=document.version))
+
+    def publish_notebook(self, uri: str) -> None:
+        """The code cells joined as the CLI joins an .ipynb's, diagnostics sent to each cell."""
+        try:
+            notebook = self.workspace.get_notebook_document(notebook_uri=uri)
+            if notebook is None:
+                return
+            cells = [c for c in notebook.cells if c.kind == types.NotebookCellKind.Code]
+            parts, starts = [], []
+            line = 0
+            for cell in cells:
+                text = self.workspace.get_text_document(cell.document).source
+                starts.append((line, cell.document))
+                cell_lines = blank_magics(text.splitlines())
+                parts.extend(cell_lines + [""])
+                line += len(cell_lines) + 1
+            linted = lint(uri, "\n".join(parts) + "\n")
+            by_cell: dict[str, list[types.Diagnostic]] = {c.document: [] for c in cells}
+            for finding in linted.findings:
+                start, cell_uri = max((s for s in starts if s[0] <= finding.line - 1), default=(0, ""))
+                if cell_uri:
+                    document = self.workspace.get_text_document(cell_uri)
+                    by_cell[cell_uri].append(diagnostic(finding, document.lines, document, start))
+        except Exception:
+            log.exception("zerograd: could not lint notebook %s", uri)
+            return
+        for cell_uri, found in by_cell.items():
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=cell_uri, diagnostics=found))
+
+    def later(self, uri: str) -> None:
+        """Debounce: re-lint once typing has paused."""
+        waiting = self.pending.pop(uri, None)
+        if waiting is not None:
+            waiting.cancel()
+        self.pending[uri] = asyncio.get_running_loop().call_later(DEBOUNCE_SECONDS, self.publish_text, uri)
+
+
+server = ZeroGradServer()
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: ZeroGradServer, params: types.DidOpenTextDocumentParams) -> None:
+    ls.publish_text(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: ZeroGradServer, params: types.DidChangeTextDocumentParams) -> None:
+    ls.later(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_SAVE)
+def did_save(ls: ZeroGradServer, params: types.DidSaveTextDocumentParams) -> None:
+    ls.publish_text(params.text_document.uri)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: ZeroGradServer, params: types.DidCloseTextDocumentParams) -> None:
+    uri = params.text_document.uri
+    ls.linted.pop(uri, None)
+    waiting = ls.pending.pop(uri, None)
+    if waiting is not None:
+        waiting.cancel()
+    ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+
+@server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+def notebook_open(ls: ZeroGradServer, params: types.DidOpenNotebookDocumentParams) -> None:
+    ls.publish_notebook(params.notebook_document.uri)
+
+
+@server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+def notebook_change(ls: ZeroGradServer, params: types.DidChangeNotebookDocumentParams) -> None:
+    ls.publish_notebook(params.notebook_document.uri)
+
+
+@server.feature(types.NOTEBOOK_DOCUMENT_DID_SAVE)
+def notebook_save(ls: ZeroGradServer, params: types.DidSaveNotebookDocumentParams) -> None:
+    ls.publish_notebook(params.notebook_document.uri)
+
+
+@server.feature(
+    types.TEXT_DOCUMENT_CODE_ACTION,
+    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix, FIX_ALL]),
+)
+def code_action(ls: ZeroGradServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+    uri = params.text_document.uri
+    try:
+        document = ls.workspace.get_text_document(uri)
+        linted = ls.linted.get(uri)
+        if linted is None or linted.source != document.source:
+            linted = ls.linted[uri] = lint(uri, document.source)
+        return code_actions(uri, linted, params.context.diagnostics, params.context.only)
+    except Exception:
+        log.exception("zerograd: no code actions for %s", uri)
+        return []
+
+
+def main() -> int:
+    server.start_io()
+    return 0

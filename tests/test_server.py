@@ -1,0 +1,131 @@
+"""`zerograd server` driven over stdio by a real LSP client (pytest-lsp): diagnostics, actions,
+debounced changes, notebooks, bad input, shutdown."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_lsp
+from lsprotocol import types
+from pytest_lsp import ClientServerConfig, LanguageClient
+
+BUG = "import torch\nfor b in loader:\n    loss = model(b).sum()\n    loss.backward()\n    optimizer.step()\n"
+MISPLACED = ("import torch\nfor b in loader:\n    loss = model(b).sum()\n    loss.backward()\n"
+             "    optimizer.zero_grad()\n    optimizer.step()\n")
+
+
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "zerograd", "server"]))
+async def client(lsp_client: LanguageClient, tmp_path: Path) -> AsyncIterator[None]:
+    (tmp_path / "pyproject.toml").write_text('[tool.zerograd]\nignore = ["ZG003"]\n')
+    await lsp_client.initialize_session(types.InitializeParams(
+        capabilities=types.ClientCapabilities(), root_uri=tmp_path.as_uri(),
+        workspace_folders=[types.WorkspaceFolder(uri=tmp_path.as_uri(), name="project")]))
+    yield
+    await lsp_client.shutdown_session()
+
+
+def open_document(client: LanguageClient, path: Path, text: str) -> str:
+    uri = path.as_uri()
+    client.text_document_did_open(types.DidOpenTextDocumentParams(
+        text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
+    return uri
+
+
+async def diagnostics_for(client: LanguageClient, uri: str) -> list[types.Diagnostic]:
+    for _ in range(100):
+        if uri in client.diagnostics:
+            return list(client.diagnostics.pop(uri))
+        await client.wait_for_notification(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    raise AssertionError(f"no diagnostics for {uri}")
+
+
+def apply_edit(text: str, edit: types.WorkspaceEdit, uri: str) -> str:
+    assert edit.changes is not None
+    (change,) = edit.changes[uri]
+    assert (change.range.start.line, change.range.start.character) == (0, 0)
+    assert change.range.end.line >= text.count("\n")  # the whole text is replaced
+    return change.new_text
+
+
+@pytest.mark.asyncio
+async def test_diagnostic_quickfix_change_and_fix_all(client: LanguageClient, tmp_path: Path) -> None:
+    uri = open_document(client, tmp_path / "train.py", BUG)
+    (found,) = await diagnostics_for(client, uri)
+    assert found.code == "ZG001" and found.source == "zerograd"
+    assert (found.range.start.line, found.range.start.character) == (4, 4)  # 0-based: line 5, col 5
+    assert found.code_description is not None and found.code_description.href.endswith("#zg001")
+    assert found.severity == types.DiagnosticSeverity.Warning
+
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=found.range,
+        context=types.CodeActionContext(diagnostics=[found])))
+    assert actions is not None
+    kinds = {a.kind for a in actions if isinstance(a, types.CodeAction)}
+    assert kinds == {types.CodeActionKind.QuickFix, "source.fixAll.zerograd"}
+    quickfix = next(a for a in actions if isinstance(a, types.CodeAction) and a.kind == types.CodeActionKind.QuickFix)
+    assert quickfix.edit is not None and list(quickfix.diagnostics or ()) == [found]
+    fixed = apply_edit(BUG, quickfix.edit, uri)
+    assert "optimizer.zero_grad()" in fixed
+
+    # The client applies the edit; a burst of changes is linted once typing pauses.
+    for version, text in enumerate((fixed[:-5], fixed), start=2):
+        client.text_document_did_change(types.DidChangeTextDocumentParams(
+            text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=version),
+            content_changes=[types.TextDocumentContentChangeWholeDocument(text=text)]))
+    assert await diagnostics_for(client, uri) == []
+
+
+@pytest.mark.asyncio
+async def test_fix_all_only_and_workspace_config(client: LanguageClient, tmp_path: Path) -> None:
+    uri = open_document(client, tmp_path / "misplaced.py", MISPLACED)
+    (found,) = await diagnostics_for(client, uri)
+    assert found.code == "ZG002"
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=uri), range=found.range,
+        context=types.CodeActionContext(diagnostics=[], only=["source.fixAll"])))
+    assert actions is not None and len(actions) == 1
+    (fix_all,) = actions
+    assert isinstance(fix_all, types.CodeAction) and fix_all.edit is not None
+    fixed = apply_edit(MISPLACED, fix_all.edit, uri)
+    assert fixed.index("zero_grad") < fixed.index("backward")
+
+    # [tool.zerograd] of the workspace ignores ZG003.
+    accumulation = ("import torch\nfor i, b in enumerate(loader):\n    optimizer.zero_grad()\n"
+                    "    model(b).sum().backward()\n    if i % 4 == 0:\n        optimizer.step()\n")
+    assert await diagnostics_for(client, open_document(client, tmp_path / "accum.py", accumulation)) == []
+
+
+@pytest.mark.asyncio
+async def test_bad_input_keeps_the_session(client: LanguageClient, tmp_path: Path) -> None:
+    (broken,) = await diagnostics_for(client, open_document(client, tmp_path / "broken.py", "def f(:\n  loss.backward()\n"))
+    assert broken.code == "ZG900" and broken.severity == types.DiagnosticSeverity.Error
+    uri = open_document(client, tmp_path / "after.py", BUG)
+    assert [d.code for d in await diagnostics_for(client, uri)] == ["ZG001"]
+
+
+@pytest.mark.asyncio
+async def test_notebook_cells_get_their_own_diagnostics(client: LanguageClient, tmp_path: Path) -> None:
+    notebook = (tmp_path / "train.ipynb").as_uri()
+    cells = [f"{notebook}#cell1", f"{notebook}#cell2"]
+    texts = ["import torch\n%matplotlib inline\n", "for b in loader:\n    model(b).sum().backward()\n    opt.step()\n"]
+    client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
+        notebook_document=types.NotebookDocument(uri=notebook, notebook_type="jupyter-notebook", version=1, cells=[
+            types.NotebookCell(kind=types.NotebookCellKind.Code, document=cell) for cell in cells]),
+        cell_text_documents=[types.TextDocumentItem(uri=cell, language_id="python", version=1, text=text)
+                             for cell, text in zip(cells, texts)]))
+    (found,) = await diagnostics_for(client, cells[1])
+    assert found.code == "ZG001" and found.range.start.line == 2  # third line of the second cell
+    assert await diagnostics_for(client, cells[0]) == []
+
+
+def test_server_without_pygls_says_how_to_install_it() -> None:
+    import subprocess
+
+    code = "import sys; sys.modules['pygls'] = None; from zerograd.cli import main; raise SystemExit(main(['server']))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "pip install 'zerograd[server]'" in result.stderr
+
