@@ -119,6 +119,10 @@ async def test_notebook_cells_get_their_own_diagnostics(client: LanguageClient, 
     (found,) = await diagnostics_for(client, cells[1])
     assert found.code == "ZG001" and found.range.start.line == 2  # third line of the second cell
     assert await diagnostics_for(client, cells[0]) == []
+    actions = await client.text_document_code_action_async(types.CodeActionParams(
+        text_document=types.TextDocumentIdentifier(uri=cells[1]), range=found.range,
+        context=types.CodeActionContext(diagnostics=[found])))
+    assert not actions  # a fix spans the joined program, not one cell
 
 
 def test_server_without_pygls_says_how_to_install_it() -> None:

@@ -228,6 +228,8 @@ def notebook_save(ls: ZeroGradServer, params: types.DidSaveNotebookDocumentParam
 def code_action(ls: ZeroGradServer, params: types.CodeActionParams) -> list[types.CodeAction]:
     uri = params.text_document.uri
     try:
+        if ls.workspace.get_notebook_document(cell_uri=uri) is not None:
+            return []  # a cell alone is not the program the notebook's findings are about
         document = ls.workspace.get_text_document(uri)
         linted = ls.linted.get(uri)
         if linted is None or linted.source != document.source:

@@ -1,0 +1,83 @@
+"""The GitHub Action: its inputs as action.yml declares them, and its script run locally."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = Path(__file__).resolve().parent / "data" / "sarif-schema-2.1.0.json"
+BUG = "import torch\nfor b in loader:\n    loss.backward()\n    optimizer.step()\n"
+
+
+def action() -> dict[str, object]:
+    loaded = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    assert isinstance(loaded, dict)
+    return loaded
+
+
+def test_inputs_are_declared_and_all_reach_the_script() -> None:
+    spec = action()
+    inputs = spec["inputs"]
+    assert isinstance(inputs, dict)
+    assert set(inputs) == {"version", "install", "paths", "format", "sarif-file", "fail-on-findings", "args"}
+    assert all("description" in value and "default" in value for value in inputs.values())
+    runs = spec["runs"]
+    assert isinstance(runs, dict) and runs["using"] == "composite"
+    (step,) = runs["steps"]
+    used = set(re.findall(r"inputs\.([a-z-]+)", json.dumps(step)))
+    assert used == set(inputs)  # every input is passed on, and nothing undeclared is read
+    script = (ROOT / "action" / "run.sh").read_text(encoding="utf-8")
+    for name in step["env"]:
+        assert name in script
+
+
+def run_action(tmp_path: Path, **inputs: str) -> subprocess.CompletedProcess[str]:
+    """The script as the runner starts it, with the zerograd of this test environment."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+           "GITHUB_OUTPUT": str(tmp_path / "output"), "INPUT_INSTALL": "false"}
+    env.update({f"INPUT_{name.upper()}": value for name, value in inputs.items()})
+    return subprocess.run(["bash", str(ROOT / "action" / "run.sh")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(BUG)
+    (tmp_path / "src" / "clean.py").write_text("x = 1\n")
+    return tmp_path
+
+
+def test_github_format_annotates_and_fails_on_findings(project: Path) -> None:
+    result = run_action(project, paths="src")
+    assert result.returncode == 1
+    assert result.stdout.startswith("::warning file=src/train.py,line=4,endLine=4,col=5,")
+    assert "ZG001" in result.stdout
+    assert run_action(project, paths="src", fail_on_findings="false").returncode == 0
+    assert run_action(project, paths="src/clean.py").returncode == 0
+
+
+def test_sarif_is_written_valid_and_does_not_fail_the_upload(project: Path) -> None:
+    result = run_action(project, paths="src", format="sarif", sarif_file="out.sarif", args="--select ZG001")
+    assert result.returncode == 0, result.stderr
+    log = json.loads((project / "out.sarif").read_text(encoding="utf-8"))
+    jsonschema.validate(log, json.loads(SCHEMA.read_text(encoding="utf-8")))
+    assert [r["ruleId"] for r in log["runs"][0]["results"]] == ["ZG001"]
+    assert "sarif-file=out.sarif" in (project / "output").read_text()
+    assert run_action(project, paths="src", format="sarif", fail_on_findings="true").returncode == 1
+
+
+def test_bad_inputs_are_errors_with_an_annotation(project: Path) -> None:
+    result = run_action(project, format="xml")
+    assert result.returncode == 2 and result.stdout.startswith("::error title=zerograd::format must be")
+    missing = run_action(project, paths="nowhere")
+    assert missing.returncode == 2 and "no such file or directory" in missing.stderr
