@@ -124,8 +124,11 @@ def main() -> int:
     parser.add_argument("--findings", action="store_true", help="print every finding")
     parser.add_argument("--update-lock", action="store_true", help="pin new packages and repositories")
     parser.add_argument("--split", choices=("tune", "check", "all"), default="all")
+    parser.add_argument("--compare-elision", action="store_true",
+                        help="also analyse every file with every function body parsed; list any difference")
     parser.add_argument("names", nargs="*", help="only these packages or repositories")
     args = parser.parse_args()
+    COMPARED["on"] = int(args.compare_elision)
     if args.update_lock:
         update_lock(LOCK, PACKAGES)
         pin_repos(REPOS_LOCK, REPOS)
@@ -137,6 +140,9 @@ def main() -> int:
         if args.split in (split, "all"):
             _table(split, [e for e in entries if e[2]["split"] == split], details)
     print(f"({time.perf_counter() - started:.1f} s)")
+    if args.compare_elision:
+        print(f"elision compared on {COMPARED['files']} files: {len(DIFFERENCES)} differ")
+        print("\n".join(DIFFERENCES))
     if args.findings:
         print("\n".join(details))
     return 0
@@ -185,6 +191,20 @@ def _scan(root: Path, details: list[str]) -> Counter[str]:
     return row
 
 
+COMPARED: Counter[str] = Counter()
+DIFFERENCES: list[str] = []
+
+
+def _inspect(path: Path, source: str) -> Report:
+    report = inspect_source(source)
+    if COMPARED["on"]:
+        whole = inspect_source(source, elide=False)
+        COMPARED["files"] += 1
+        if whole != report:
+            DIFFERENCES.append(f"{path}: {whole} != {report}")
+    return report
+
+
 def _check(path: Path):  # type: ignore[no-untyped-def]
     """The report of one file, its lines, and how to print a finding's place (cells in notebooks)."""
     try:
@@ -196,14 +216,14 @@ def _check(path: Path):  # type: ignore[no-untyped-def]
             notebook = read_notebook(text)
         except (NotebookError, ValueError):
             return None
-        report: Report = inspect_source(notebook.source)
+        report: Report = _inspect(path, notebook.source)
 
         def cell(finding):  # type: ignore[no-untyped-def]
             placed = notebook.locate(finding)
             return f"cell_{placed.cell[0]}:{placed.cell[1]}:{finding.col + 1}" if placed.cell else f"{finding.line}"
 
         return report, notebook.source.splitlines(), cell
-    return inspect_source(text), text.splitlines(), lambda f: f"{f.line}:{f.col + 1}"
+    return _inspect(path, text), text.splitlines(), lambda f: f"{f.line}:{f.col + 1}"
 
 
 def _row(name: str, row: Counter[str]) -> str:

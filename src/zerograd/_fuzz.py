@@ -8,7 +8,7 @@ import warnings
 
 from hypothesis import strategies as st
 
-from .engine import lint_source
+from .engine import inspect_source, lint_source
 from .files import check_source
 from .fix import fix_source
 from .flake8_plugin import ZeroGradPlugin
@@ -83,6 +83,7 @@ def check_program(source: str) -> None:
     """The properties every input must have (raises AssertionError otherwise)."""
     first = lint_source(source)
     assert lint_source(source) == first, "not deterministic"
+    assert inspect_source(source) == inspect_source(source, elide=False), "cutting bodies changed the report"
     assert not [f for f in first if f.code == "ZG901"]
     cli = sorted((f.line, f.col, f.code) for f in check_source(source, Settings()))
     with warnings.catch_warnings():

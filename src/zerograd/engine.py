@@ -57,8 +57,9 @@ def lint_source(source: str, settings: Settings = Settings()) -> list[Finding]:
     return inspect_source(source, settings).findings
 
 
-def inspect_source(source: str, settings: Settings = Settings()) -> Report:
-    """Findings plus how many units were analysed (for the real-code benchmarks)."""
+def inspect_source(source: str, settings: Settings = Settings(), elide: bool = True) -> Report:
+    """Findings plus how many units were analysed (for the real-code benchmarks); `elide=False`
+    has LibCST parse every function body (relevance.py), to check that cutting changes nothing."""
     if not may_hold_findings(source):
         return Report([])
     # The trees are acyclic and freed by reference counting; the cyclic collector would only
@@ -66,22 +67,24 @@ def inspect_source(source: str, settings: Settings = Settings()) -> Report:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _inspect(source, settings)
+        return _inspect(source, settings, elide)
     finally:
         if enabled:
             gc.enable()
 
 
-def _inspect(source: str, settings: Settings) -> Report:
+def _inspect(source: str, settings: Settings, elide: bool) -> Report:
     import libcst
 
+    from .relevance import elide as cut
     from .sites import Chunk
 
     try:
         with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
             warnings.simplefilter("ignore")
             tree = ast.parse(source)  # CPython's parser: fast, and rejects pathological input early
-        chunks = [Chunk(libcst.parse_module(text), offset, starts) for text, offset, starts in chunk_source(source, tree)]
+        parsed = cut(source, tree) if elide else source
+        chunks = [Chunk(libcst.parse_module(text), offset, starts) for text, offset, starts in chunk_source(parsed, tree)]
     except libcst.ParserSyntaxError as error:
         return Report([_syntax_error(source, error.message, error.raw_line, error.raw_column)])
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:

@@ -30,8 +30,8 @@ from .walk import calls_in
 EVENT_METHODS = frozenset({"backward", "manual_backward", "step", "zero_grad", "clear_grad", "clear_gradients",
                            "optimizer_step", "zero_"})
 # Registering a function with a framework that calls it once per batch (ignite, skorch, ...).
-_REGISTER_CALL = re.compile(r"^(?:Engine|DeterministicEngine|add_event_handler|on|register\w*|attach)$")
-_REGISTER_KEYWORD = re.compile(r"^(?:step_fn|train_step\w*|update_fn|process_function|train_fn|step_function)$")
+REGISTER_CALL = re.compile(r"^(?:Engine|DeterministicEngine|add_event_handler|on|register\w*|attach)$")
+REGISTER_KEYWORD = re.compile(r"^(?:step_fn|train_step\w*|update_fn|process_function|train_fn|step_function)$")
 
 
 @dataclass
@@ -182,7 +182,7 @@ class Collector:
             if handed_name is None:
                 continue
             keyword = arg.keyword.value if arg.keyword else ""
-            if _REGISTER_CALL.match(callee) or _REGISTER_KEYWORD.match(keyword):
+            if REGISTER_CALL.match(callee) or REGISTER_KEYWORD.match(keyword):
                 self.info.registered.add(handed_name)
 
     def assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:

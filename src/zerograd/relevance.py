@@ -1,0 +1,188 @@
+"""Which function bodies LibCST must parse, decided on CPython's `ast` tree (issue 13).
+
+LibCST's parser costs about ten times CPython's, and most functions of a training module (models,
+data, metrics) give the analysis nothing: facts.mark_relevant never builds a function that
+cannot perform an event, directly or through what it calls. Such a function's body is replaced
+by `pass` on the same lines (blank lines after it), so every position stays where it was, the
+function still exists for call resolution, and LibCST parses a fraction of the text.
+
+A body is kept when it could matter, judged as a superset of what facts.py reads:
+- it can perform an event, or calls or hands over a function that can (mark_relevant's rule);
+- it holds what the Collector records beyond the function itself: an import, a nested def or
+  class, an assignment from an optimizer, scaler, engine, foreign tape, `partial` or a class of
+  this module, or a registration with a framework;
+- it ends in `return <test>`, which a caller's analysis reads as its condition.
+`benchmarks/realcode.py --compare-elision` checks that findings and analysed scopes are the same
+with and without.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Optional, Union
+
+from .facts import EVENT_METHODS, REGISTER_CALL, REGISTER_KEYWORD
+from .optimizers import NON_TORCH_ROOTS, is_engine_callee, is_foreign_autograd, is_optimizer_callee, is_scaler_callee
+
+Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+# Characters str.splitlines() takes for line ends and CPython does not: with one of them in the
+# text, the engine's chunks count lines differently, so the text is left whole.
+_ODD_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+MIN_LINES = 3  # a shorter body is not worth cutting
+
+
+def elide(source: str, tree: ast.Module) -> str:
+    """`source` with the bodies of the functions the analysis does not need cut out."""
+    definitions = _Scan(tree)
+    cut = [d for d in definitions.functions if id(d) not in definitions.needed()]
+    if not cut or _ODD_ENDS.search(source):
+        return source
+    lines = _LINE.findall(source)
+    changed = False
+    for definition in cut:
+        changed |= _cut(lines, definition)
+    return "".join(lines) if changed else source
+
+
+class _Scan:
+    """One walk over the tree: per function, whether it performs an event, what it calls or
+    hands over, and whether it holds facts (facts.py reads them from every body)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.functions: list[Definition] = []
+        self.events: set[int] = set()
+        self.facts: set[int] = set()
+        self.callees: dict[int, set[str]] = {}
+        self.parameters: dict[int, set[str]] = {}
+        self.aliases: dict[str, str] = {}
+        self.classes: set[str] = set()
+        self.assigned: list[tuple[int, ast.expr]] = []  # (function, callee of an assigned call)
+        stack: list[tuple[ast.AST, int]] = [(node, 0) for node in tree.body]
+        while stack:
+            node, owner = stack.pop()
+            inner = self.visit(node, owner)
+            stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+
+    def visit(self, node: ast.AST, owner: int) -> int:
+        """Record what `node` tells about the function `owner` (0: none); the owner of its children."""
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            self.facts.add(owner)  # a nested def is a fact of its enclosing function
+            self.functions.append(node)
+            key = id(node)
+            arguments = node.args
+            self.parameters[key] = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
+            self.callees[key] = set()
+            last = node.body[-1]
+            if isinstance(last, ast.Return) and isinstance(last.value, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
+                self.facts.add(key)  # a caller's analysis reads the test it returns (Builder._returned_test)
+            return key
+        if isinstance(node, ast.ClassDef):
+            self.facts.add(owner)
+            self.classes.add(node.name)
+            return 0
+        if isinstance(node, ast.Call):
+            self._call(node, owner)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            self.facts.add(owner)
+            self._import(node)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            if any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in targets):
+                self.events.add(owner)
+            if not isinstance(node, ast.AugAssign) and isinstance(node.value, ast.Call):
+                self.assigned.append((owner, node.value.func))
+        return owner
+
+    def _call(self, node: ast.Call, owner: int) -> None:
+        func = node.func
+        callees = self.callees.get(owner)
+        if isinstance(func, ast.Attribute):
+            name = func.attr
+            if name in EVENT_METHODS:
+                self.events.add(owner)
+        elif isinstance(func, ast.Name):
+            name = func.id
+            if name == "backward" or name in self.parameters.get(owner, ()):
+                self.events.add(owner)
+        else:
+            name = ""
+        if REGISTER_CALL.match(name) or any(k.arg and REGISTER_KEYWORD.match(k.arg) for k in node.keywords):
+            self.facts.add(owner)
+        if callees is None:
+            return
+        callees.add(name)
+        for value in (*node.args, *(k.value for k in node.keywords)):
+            if isinstance(value, ast.Starred):
+                value = value.value
+            if isinstance(value, ast.Name):
+                callees.add(value.id)
+            elif isinstance(value, ast.Attribute):
+                callees.add(value.attr)
+
+    def _import(self, node: Union[ast.Import, ast.ImportFrom]) -> None:
+        """Local name -> what it was imported as (as facts.py records it)."""
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                local = alias.asname or alias.name.split(".")[0]
+                self.aliases[local] = alias.name if alias.asname else local
+            return
+        base = "." * node.level + (node.module or "")
+        for alias in node.names:
+            self.aliases[alias.asname or alias.name] = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}"
+
+    def needed(self) -> set[int]:
+        """Functions whose bodies matter: mark_relevant's closure, and those holding facts."""
+        relevant = set(self.events)
+        while True:
+            names = {d.name for d in self.functions if id(d) in relevant}
+            grown = {id(d) for d in self.functions
+                     if id(d) not in relevant and not self.callees[id(d)].isdisjoint(names)}
+            if not grown:
+                break
+            relevant |= grown
+        kept = relevant | self.facts
+        for owner, callee in self.assigned:
+            if owner not in kept and _records(_qualify(callee, self.aliases), self.classes):
+                kept.add(owner)
+        return kept
+
+
+def _records(qualified: Optional[str], classes: set[str]) -> bool:
+    """An assignment from this callee is recorded by facts.py (Collector._assigned)."""
+    if qualified is None:
+        return False
+    return (is_optimizer_callee(qualified) or is_scaler_callee(qualified) or is_engine_callee(qualified)
+            or qualified.startswith("deepspeed.") or qualified.split(".", 1)[0] in NON_TORCH_ROOTS
+            or is_foreign_autograd(qualified) or qualified in ("functools.partial", "partial") or qualified in classes)
+
+
+def _qualify(node: ast.expr, aliases: dict[str, str]) -> Optional[str]:
+    """facts.ModuleInfo.qualify on the ast."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    head = aliases.get(node.id, node.id)
+    return ".".join([head, *reversed(parts)])
+
+
+def _cut(lines: list[str], definition: Definition) -> bool:
+    first, last = definition.body[0].lineno, definition.end_lineno or 0
+    if first <= definition.lineno or last - first + 1 < MIN_LINES or last > len(lines):
+        return False  # `def f(): return x` on one line, or too short to matter
+    text = lines[first - 1]
+    indent = text[: len(text) - len(text.lstrip(" \t"))]
+    if not indent or len(indent) != definition.body[0].col_offset:
+        return False  # the body does not start its line (a header continued with a backslash)
+    lines[first - 1] = indent + "pass" + _ending(text)
+    for index in range(first, last):
+        lines[index] = _ending(lines[index]) or "\n"
+    return True
+
+
+def _ending(line: str) -> str:
+    return line[len(line.rstrip("\r\n")):]
