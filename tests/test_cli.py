@@ -162,9 +162,13 @@ def test_latin1_cookie_and_bom_decode(tmp_path: Path) -> None:
 def test_parallel_output_equals_serial(tmp_path: Path) -> None:
     for index in range(40):
         (tmp_path / f"f{index:02}.py").write_text(BUG if index % 3 else CLEAN)
+    # Files the parent checks itself (no `backward`): undecodable bytes are still ZG900.
+    (tmp_path / "undecodable.py").write_bytes(b"x = '\xff'\n")
+    (tmp_path / "plain.py").write_text("x = 1\n")
     serial = run("-j", "1", ".", cwd=tmp_path)
     parallel = run("-j", "2", ".", cwd=tmp_path)
     assert serial.stdout == parallel.stdout and serial.stdout.count(b"ZG001") == 26
+    assert b"undecodable.py:1:1: ZG900" in parallel.stdout
 
 
 def test_fixes_are_described_only_for_the_formats_that_print_them(

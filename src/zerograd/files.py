@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .config import Config
-from .engine import lint_source
+from .engine import PREFILTER, lint_source
 from .model import Finding, Settings, Span
 from .notebook import NotebookError, read_notebook
 from .rules import FIXABLE, message
@@ -93,8 +93,29 @@ def check_file(path: str, settings: Settings, describe: bool = True) -> FileResu
     return check_bytes(path, data, settings, describe)
 
 
-def _check_file_args(args: tuple[str, Settings, bool]) -> FileResult:
-    return check_file(*args)
+def _check_bytes_args(args: tuple[str, bytes, Settings, bool]) -> FileResult:
+    return check_bytes(*args)
+
+
+def _in_parallel(files: list[str], settings: Settings, describe: bool, jobs: int) -> list[FileResult]:
+    """The parent reads every file and checks those the prefilter clears itself (most of them,
+    in a tree of unrelated code); only files that need parsing go to the pool, the largest first
+    so that no process is left alone with the big ones at the end, and no pool starts for one."""
+    done: list[FileResult] = []
+    work: list[tuple[str, bytes, Settings, bool]] = []
+    for path in files:
+        data, error = read_file(path)
+        if data is None:
+            done.append(FileResult(path, error=error))
+        elif PREFILTER.encode() in data:  # sources are ASCII-compatible (PEP 263)
+            work.append((path, data, settings, describe))
+        else:
+            done.append(check_bytes(path, data, settings, describe))
+    work.sort(key=lambda item: -len(item[1]))
+    if len(work) < 2:
+        return done + [check_bytes(*item) for item in work]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
+        return done + list(pool.map(_check_bytes_args, work, chunksize=1))
 
 
 def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) -> Iterator[tuple[str, Optional[str]]]:
@@ -148,9 +169,7 @@ def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: 
     results = [FileResult(path, error=error) for path, error in found if error]
     files = sorted({path for path, error in found if not error})
     if jobs > 1 and len(files) >= PARALLEL_THRESHOLD:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            chunk = max(1, len(files) // (jobs * 8))
-            results += pool.map(_check_file_args, [(f, settings, describe) for f in files], chunksize=chunk)
+        results += _in_parallel(files, settings, describe, jobs)
     else:
         results += [check_file(f, settings, describe) for f in files]
     for result in results:

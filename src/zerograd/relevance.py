@@ -26,6 +26,8 @@ from .facts import EVENT_METHODS, REGISTER_CALL, REGISTER_KEYWORD
 from .optimizers import NON_TORCH_ROOTS, is_engine_callee, is_foreign_autograd, is_optimizer_callee, is_scaler_callee
 
 Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef]
+# Nodes with nothing to record under them (a Call reads its own name and arguments).
+_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 # Characters str.splitlines() takes for line ends and CPython does not: with one of them in the
 # text, the engine's chunks count lines differently, so the text is left whole.
@@ -36,7 +38,8 @@ MIN_LINES = 3  # a shorter body is not worth cutting
 def elide(source: str, tree: ast.Module) -> str:
     """`source` with the bodies of the functions the analysis does not need cut out."""
     definitions = _Scan(tree)
-    cut = [d for d in definitions.functions if id(d) not in definitions.needed()]
+    needed = definitions.needed()
+    cut = [d for d in definitions.functions if id(d) not in needed]
     if not cut or _ODD_ENDS.search(source):
         return source
     lines = _LINE.findall(source)
@@ -63,7 +66,7 @@ class _Scan:
         while stack:
             node, owner = stack.pop()
             inner = self.visit(node, owner)
-            stack.extend((child, inner) for child in ast.iter_child_nodes(node))
+            stack.extend((child, inner) for child in ast.iter_child_nodes(node) if not isinstance(child, _LEAVES))
 
     def visit(self, node: ast.AST, owner: int) -> int:
         """Record what `node` tells about the function `owner` (0: none); the owner of its children."""
