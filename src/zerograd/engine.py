@@ -11,7 +11,7 @@ import gc
 import re
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from .flow import Verdict
 from .graph import TooBig
@@ -52,12 +52,14 @@ class Report:
     capped: int = 0  # scopes a cap stopped: they report nothing
 
 
-def lint_source(source: str, settings: Settings = Settings()) -> list[Finding]:
-    """Findings for one module's source, sorted by position; no `# noqa` applied."""
-    return inspect_source(source, settings).findings
+def lint_source(source: str, settings: Settings = Settings(), tree: Optional[ast.Module] = None) -> list[Finding]:
+    """Findings for one module's source, sorted by position; no `# noqa` applied. `tree` is
+    `ast.parse(source)` when the caller has it already (flake8 does)."""
+    return inspect_source(source, settings, tree=tree).findings
 
 
-def inspect_source(source: str, settings: Settings = Settings(), elide: bool = True) -> Report:
+def inspect_source(source: str, settings: Settings = Settings(), elide: bool = True,
+                   tree: Optional[ast.Module] = None) -> Report:
     """Findings plus how many units were analysed (for the real-code benchmarks); `elide=False`
     has LibCST parse every function body (relevance.py), to check that cutting changes nothing."""
     if not may_hold_findings(source):
@@ -67,22 +69,23 @@ def inspect_source(source: str, settings: Settings = Settings(), elide: bool = T
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _inspect(source, settings, elide)
+        return _inspect(source, settings, elide, tree)
     finally:
         if enabled:
             gc.enable()
 
 
-def _inspect(source: str, settings: Settings, elide: bool) -> Report:
+def _inspect(source: str, settings: Settings, elide: bool, tree: Optional[ast.Module]) -> Report:
     import libcst
 
     from .relevance import elide as cut
     from .sites import Chunk
 
     try:
-        with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
-            warnings.simplefilter("ignore")
-            tree = ast.parse(source)  # CPython's parser: fast, and rejects pathological input early
+        if tree is None:
+            with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
+                warnings.simplefilter("ignore")
+                tree = ast.parse(source)  # CPython's parser: fast, and rejects pathological input early
         parsed = cut(source, tree) if elide else source
         chunks = [Chunk(libcst.parse_module(text), offset, starts) for text, offset, starts in chunk_source(parsed, tree)]
     except libcst.ParserSyntaxError as error:

@@ -23,6 +23,7 @@ class ZeroGradPlugin:
     settings = Settings()
 
     def __init__(self, tree: ast.AST, lines: Sequence[str], filename: str = "") -> None:
+        self.tree = tree if isinstance(tree, ast.Module) else None  # flake8's, reused: no second ast.parse
         self.lines = lines
         self.filename = filename
 
@@ -47,7 +48,7 @@ class ZeroGradPlugin:
         from .engine import lint_source
 
         try:
-            findings = lint_source("".join(self.lines), self.settings)
+            findings = lint_source("".join(self.lines), self.settings, self.tree)
         except Exception as error:  # noqa: BLE001 - flake8 must never see a traceback from us
             yield 1, 0, f"ZG901 internal error: {type(error).__name__}: {error}".splitlines()[0], type(self)
             return
