@@ -37,10 +37,12 @@ MIN_LINES = 3  # a shorter body is not worth cutting
 
 def elide(source: str, tree: ast.Module) -> str:
     """`source` with the bodies of the functions the analysis does not need cut out."""
+    if _ODD_ENDS.search(source):
+        return source
     definitions = _Scan(tree)
     needed = definitions.needed()
     cut = [d for d in definitions.functions if id(d) not in needed]
-    if not cut or _ODD_ENDS.search(source):
+    if not cut:
         return source
     lines = _LINE.findall(source)
     changed = False
