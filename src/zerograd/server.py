@@ -131,14 +131,28 @@ class ZeroGradServer(LanguageServer):
         self.pending: dict[str, asyncio.TimerHandle] = {}
 
     def publish_text(self, uri: str) -> None:
+        """Lint in a worker thread, so that a long file does not hold up the other requests."""
         try:
-            document = self.workspace.get_text_document(uri)
-            linted = self.linted[uri] = lint(uri, document.source)
-            lines = document.lines
-            found = [diagnostic(f, lines, document) for f in linted.findings]
+            source = self.workspace.get_text_document(uri).source
         except Exception:
-            log.exception("zerograd: could not lint %s", uri)
+            log.exception("zerograd: cannot read %s", uri)
             return
+        future = asyncio.get_running_loop().run_in_executor(None, lint, uri, source)
+        future.add_done_callback(lambda done: self._publish_linted(uri, source, done))
+
+    def _publish_linted(self, uri: str, source: str, done: asyncio.Future[Linted]) -> None:
+        """Back on the event loop: publish, unless the text has moved on (a newer lint is on its
+        way) or the document was closed meanwhile."""
+        if done.cancelled() or uri not in self.workspace.text_documents:
+            return
+        if done.exception() is not None:
+            log.error("zerograd: could not lint %s: %s", uri, done.exception())
+            return
+        document = self.workspace.get_text_document(uri)
+        if document.source != source:
+            return
+        linted = self.linted[uri] = done.result()
+        found = [diagnostic(f, document.lines, document) for f in linted.findings]
         self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=found,
                                                                              version=document.version))
 
