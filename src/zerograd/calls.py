@@ -10,15 +10,17 @@ performs no event.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import libcst as cst
 
 from .facts import ClassInfo, FunctionFacts, ModuleInfo
 from .model import Call, Event, Kind, Node, Test
 from .optimizers import CLEARING_FUNCTIONS
+from .naming import dotted
 from .sites import Sites
 
+Link = Callable[[str], Optional[str]]  # a qualified name -> the project function it names
 Owner = tuple[str, str]  # ("module" | "optimizer" | "group", key): whose parameters a loop visits
 
 
@@ -41,6 +43,7 @@ class Calls:
 
     info: ModuleInfo
     sites: Sites
+    link: Optional[Link]
     index: dict[int, int]  # id(FunctionDef) -> position in Program.functions
     unresolved: dict[str, bool]  # method names called on unknown receivers -> that scope clears
     called: set[int]  # functions with a resolved caller
@@ -75,6 +78,27 @@ class Calls:
         partial = self._partial(call.func, ctx)
         args = [*partial.args[1:], *call.args] if partial is not None else list(call.args)
         return [self._call_node(call, function, receiver, ctx, args)]
+
+    def _external_call(self, call: cst.Call, ctx: Context) -> Optional[list[Node]]:
+        """A function imported from another module of the project (`from .steps import update`,
+        `steps.update(...)`): a Call bound to it when the modules are linked (project.py). The
+        callee's parameters are not known here, so positions stand for them."""
+        name = dotted(call.func)
+        if name is None or self.link is None:
+            return None
+        head = name.split(".", 1)[0]
+        if head not in self.info.aliases or head in self._facts(ctx).parameters or self.resolve(call.func, ctx):
+            return None
+        target = self.link(self.info.qualify(call.func) or "")
+        if target is None:
+            return None
+        bindings: list[tuple[str, str]] = []
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                break
+            if isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
+                bindings.append((arg.keyword.value if arg.keyword else f"#{position}", self.key(arg.value, ctx)))
+        return [Call(self.sites.site(call), -1, tuple(bindings), external=target)]
 
     def _partial(self, func: cst.BaseExpression, ctx: Context) -> Optional[cst.Call]:
         """`step = functools.partial(train_step, model, opt)` for `step(batch)`: the bound call."""

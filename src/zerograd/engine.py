@@ -11,7 +11,7 @@ import gc
 import re
 import warnings
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Protocol
 
 from .flow import Verdict
 from .graph import TooBig
@@ -22,9 +22,15 @@ from .summaries import CapReached
 CHUNK_LINES = 2000
 
 if TYPE_CHECKING:
+    from .calls import Link
     from .model import Program
-    from .sites import Chunk, Sites
+    from .program import Exports
+    from .sites import Sites
     from .summaries import Analyzer
+
+
+class Locator(Protocol):
+    def locate(self, site: int) -> Span: ...
 
 # Every BACKWARD form of rules.md is a call whose name ends in `backward` (`.backward(`,
 # `manual_backward(`, `torch.autograd.backward(`, `backward (`): without one, no finding is
@@ -76,8 +82,31 @@ def inspect_source(source: str, settings: Settings = Settings(), elide: bool = T
 
 
 def _inspect(source: str, settings: Settings, elide: bool, tree: Optional[ast.Module]) -> Report:
+    front = front_end(source, settings, elide, tree)
+    if isinstance(front, Report):
+        return front
+    try:
+        return analyse(front.program, front.sites)
+    except RecursionError:
+        return Report([], capped=1)  # nesting too deep to walk safely: report nothing rather than guess
+
+
+@dataclass
+class Front:
+    """One module through the front end: its IR, where its sites are, what others may call."""
+
+    program: Program
+    sites: Sites
+    exports: Exports
+
+
+def front_end(source: str, settings: Settings, elide: bool = True, tree: Optional[ast.Module] = None,
+              link: Optional[Link] = None, linked: frozenset[str] = frozenset()) -> Front | Report:
+    """Parse and build one module (a Report holds its syntax error); `link` and `linked` name
+    the functions of the other modules of the project (project.py)."""
     import libcst
 
+    from .program import build_module
     from .relevance import elide as cut
     from .sites import Chunk
 
@@ -86,16 +115,16 @@ def _inspect(source: str, settings: Settings, elide: bool, tree: Optional[ast.Mo
             with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
                 warnings.simplefilter("ignore")
                 tree = ast.parse(source)  # CPython's parser: fast, and rejects pathological input early
-        parsed = cut(source, tree) if elide else source
+        parsed = cut(source, tree, linked) if elide else source
         chunks = [Chunk(libcst.parse_module(text), offset, starts) for text, offset, starts in chunk_source(parsed, tree)]
     except libcst.ParserSyntaxError as error:
         return Report([_syntax_error(source, error.message, error.raw_line, error.raw_column)])
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
         return Report([_syntax_error(source, str(error) or type(error).__name__, 1, 0)])
     try:
-        return _analyse(chunks, settings)
+        return Front(*build_module(chunks, settings, link, linked))
     except RecursionError:
-        return Report([], capped=1)  # nesting too deep to walk safely: report nothing rather than guess
+        return Report([], capped=1)
 
 
 def chunk_source(source: str, tree: ast.Module) -> list[tuple[str, int, tuple[int, ...]]]:
@@ -121,11 +150,16 @@ def _first_line(statement: ast.stmt) -> int:
     return min([statement.lineno] + [d.lineno for d in decorators])
 
 
-def _analyse(chunks: list[Chunk], settings: Settings) -> Report:
-    from .program import build
+def analyse(program: Program, sites: Locator) -> Report:
+    """The dataflow over every scope of `program`, and the rules on its verdicts."""
+    report, _ = analyse_sited(program, sites)
+    return report
+
+
+def analyse_sited(program: Program, sites: Locator) -> tuple[Report, list[tuple[int, Finding]]]:
+    """analyse, and each finding with the site it is reported at (to tell linked modules apart)."""
     from .summaries import Analyzer
 
-    program, sites = build(chunks, settings)
     analyzer = Analyzer(program)
     found: dict[int, list[Verdict]] = {}
     scopes = steppers = capped = 0
@@ -140,7 +174,8 @@ def _analyse(chunks: list[Chunk], settings: Settings) -> Report:
         except (CapReached, TooBig, RecursionError):
             capped += 1  # no silent budget: the scope reports nothing, and is counted
             found[fid] = []
-    return Report(_findings(program, analyzer, found, sites), scopes, steppers, capped)
+    sited = _findings(program, analyzer, found, sites)
+    return Report([finding for _, finding in sited], scopes, steppers, capped), sited
 
 
 def _analyse_target(analyzer: Analyzer, fid: int, target: str) -> list[Verdict]:
@@ -148,7 +183,8 @@ def _analyse_target(analyzer: Analyzer, fid: int, target: str) -> list[Verdict]:
     return analyzer.analyse(fid, target)
 
 
-def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdict]], sites: Sites) -> list[Finding]:
+def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdict]],
+              sites: Locator) -> list[tuple[int, Finding]]:
     """rules.md section 3, Reporting: a verdict that a callee's own analysis explains is that
     callee's (reported once, at its own event); the rest are reported in the scope where the order
     goes wrong, at the call that leads to the event."""
@@ -167,11 +203,11 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
             reported.setdefault((code, verdict.chain[0]), (verdict.label, verdict.kind, line))
     # A clear right before the step also wipes accumulated micro-batches; ZG002 says it better.
     findings = [
-        Finding(code, message(code, label, kind, line), sites.locate(site))
+        (site, Finding(code, message(code, label, kind, line), sites.locate(site)))
         for (code, site), (label, kind, line) in reported.items()
         if not (code == "ZG003" and ("ZG002", site) in reported)
     ]
-    return sorted(findings, key=lambda f: (f.line, f.col, f.code))
+    return sorted(findings, key=lambda f: (f[1].line, f[1].col, f[1].code))
 
 
 def _family(kind: str) -> str:

@@ -236,16 +236,17 @@ def parameters_owners(call: cst.Call) -> list[str]:
     return owners
 
 
-def mark_relevant(info: ModuleInfo) -> None:
+def mark_relevant(info: ModuleInfo, linked: frozenset[str] = frozenset()) -> None:
     """Functions that can perform an event, directly or through a function they call or hand
-    over (by name: a cheap superset, only used to skip building the rest)."""
+    over (by name: a cheap superset, only used to skip building the rest); `linked` names the
+    functions of other modules of the project that can."""
     names: dict[str, list[int]] = {}
     for function in info.every_function:
         names.setdefault(function.name.value, []).append(id(function))
     relevant = {key for key, facts in info.facts.items() if facts.events}
     changed = True
     while changed:
-        relevant_names = {name for name, keys in names.items() if any(k in relevant for k in keys)}
+        relevant_names = {name for name, keys in names.items() if any(k in relevant for k in keys)} | linked
         grown = {key for key, facts in info.facts.items() if facts.callees & relevant_names}
         changed = not grown <= relevant
         relevant |= grown

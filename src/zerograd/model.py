@@ -83,13 +83,15 @@ class Try:
 
 @dataclass(frozen=True)
 class Call:
-    """A call of a function of this module: its summary is applied here."""
+    """A call of a function of this module (or, with `external`, of another module of the
+    project, bound by project.py when the modules are linked): its summary is applied here."""
 
     site: int  # the call's own node
     callee: int  # index of the function in Program.functions (-1: the parameter `param`)
     bindings: tuple[tuple[str, str], ...] = ()  # callee parameter (or `self`) -> caller key
     funcs: tuple[tuple[str, int, str], ...] = ()  # callee parameter -> function handed over, its `self`
     param: Optional[str] = None  # calling a parameter: whatever function the caller passed
+    external: Optional[str] = None  # another module's function (bindings name positions "#0", "#1"...)
 
 
 Node = Union[Event, Seq, Branch, Loop, Jump, Try, Call]

@@ -13,13 +13,15 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from .calls import Context
+from .calls import Context, Link
 from .facts import ClassInfo, Collector, ModuleInfo, mark_relevant
 from .model import Function, Program, Seq, Settings
 from .naming import assigned_names, block_of, suites
 from .optimizers import NON_TORCH_NUMERIC, OTHER_AUTOGRAD_ROOTS, TORCH_FAMILY, OptimizerTable
 from .scopes import Builder
 from .sites import Chunk, Sites
+
+Exports = dict[str, tuple[int, tuple[str, ...]]]
 
 # Names of per-batch update functions (rules.md section 3); `test_*` and `main` never are.
 STEP_NAMES = re.compile(
@@ -30,22 +32,32 @@ STEP_NAMES = re.compile(
 _NOT_STEP = re.compile(r"^(?:test_?|main$)", re.I)
 
 
-def build(module: Union[cst.Module, list[Chunk]], settings: Settings) -> tuple[Program, Sites]:
+def build(module: Union[cst.Module, list[Chunk]], settings: Settings, link: Optional[Link] = None,
+          linked: frozenset[str] = frozenset()) -> tuple[Program, Sites]:
+    """`link` and `linked` (project.py) name the functions of other modules of the project."""
+    program, sites, _ = build_module(module, settings, link, linked)
+    return program, sites
+
+
+def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, link: Optional[Link] = None,
+                 linked: frozenset[str] = frozenset()) -> tuple[Program, Sites, Exports]:
+    """build, and the module's functions that other modules can call: name (`f`, `Class.m`)
+    -> (position in Program.functions, positional parameters)."""
     chunks = module if isinstance(module, list) else [Chunk(module)]
     info = ModuleInfo(table=OptimizerTable(settings))
     collector = Collector(info)
     for chunk in chunks:
         collector.statements(chunk.module.body)
-    mark_relevant(info)
+    mark_relevant(info, linked)
     sites = Sites(chunks)
     if _other_autograd_only(info) or _not_pytorch(info):
-        return Program([Function("<module>", _empty(), -1)], {}), sites
+        return Program([Function("<module>", _empty(), -1)], {}), sites, {}
     placed = [(f, cls, (number, top)) for number, chunk in enumerate(chunks)
               for top, statement in enumerate(chunk.module.body)
               for f, cls in _functions([statement], None, info) if id(f) in info.relevant]
     functions = [(f, cls) for f, cls, _ in placed]
     index = {id(f): position + 1 for position, (f, _) in enumerate(functions)}
-    builder = Builder(info, sites, index)
+    builder = Builder(info, sites, index, link)
     scopes = [_module_scope(builder, chunks, info)]
     for function, cls, (sites.chunk, sites.top) in placed:
         scopes.append(_function_scope(builder, function, cls, info))
@@ -64,7 +76,14 @@ def build(module: Union[cst.Module, list[Chunk]], settings: Settings) -> tuple[P
     for position, (function, cls) in enumerate(functions, start=1):
         if _is_step_function(function, cls, builder, info):
             program.functions[position] = _with_step(program.functions[position])
-    return program, sites
+    return program, sites, _exports(info, index)
+
+
+def _exports(info: ModuleInfo, index: dict[int, int]) -> Exports:
+    named = [(name, f) for name, f in info.functions.items()]
+    named += [(f"{cls.name}.{name}", f) for cls in info.classes.values() for name, f in cls.methods.items()]
+    return {name: (index[id(f)], tuple(p.name.value for p in (*f.params.posonly_params, *f.params.params)))
+            for name, f in named if id(f) in index}
 
 
 def _module_scope(builder: Builder, chunks: list[Chunk], info: ModuleInfo) -> Function:

@@ -35,12 +35,13 @@ _ODD_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 MIN_LINES = 3  # a shorter body is not worth cutting
 
 
-def elide(source: str, tree: ast.Module) -> str:
-    """`source` with the bodies of the functions the analysis does not need cut out."""
+def elide(source: str, tree: ast.Module, linked: frozenset[str] = frozenset()) -> str:
+    """`source` with the bodies of the functions the analysis does not need cut out; `linked`
+    names functions of other modules of the project that can perform an event."""
     if _ODD_ENDS.search(source):
         return source
     definitions = _Scan(tree)
-    needed = definitions.needed()
+    needed = definitions.needed(linked)
     cut = [d for d in definitions.functions if id(d) not in needed]
     if not cut:
         return source
@@ -137,11 +138,11 @@ class _Scan:
         for alias in node.names:
             self.aliases[alias.asname or alias.name] = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}"
 
-    def needed(self) -> set[int]:
+    def needed(self, linked: frozenset[str] = frozenset()) -> set[int]:
         """Functions whose bodies matter: mark_relevant's closure, and those holding facts."""
         relevant = set(self.events)
         while True:
-            names = {d.name for d in self.functions if id(d) in relevant}
+            names = {d.name for d in self.functions if id(d) in relevant} | linked
             grown = {id(d) for d in self.functions
                      if id(d) not in relevant and not self.callees[id(d)].isdisjoint(names)}
             if not grown:

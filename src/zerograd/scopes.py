@@ -13,7 +13,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from .calls import Context
+from .calls import Context, Link
 from .clears import Clears
 from .conditions import PURE, classify, classify_flag, flag_definitions, names_of
 from .facts import ModuleInfo
@@ -40,10 +40,11 @@ DIST_AUTOGRAD = "torch.distributed.autograd"
 
 
 class Builder(Clears):
-    def __init__(self, info: ModuleInfo, sites: Sites, index: dict[int, int]) -> None:
+    def __init__(self, info: ModuleInfo, sites: Sites, index: dict[int, int], link: Optional[Link] = None) -> None:
         self.info = info
         self.sites = sites
         self.index = index  # id(FunctionDef) -> position in Program.functions
+        self.link = link  # qualified name -> a function of another module of the project
         self.unresolved: dict[str, bool] = {}  # method names called on unknown receivers -> scope clears
         self.called: set[int] = set()  # functions with a resolved caller
         # Parameters some caller passes an optimizer to: `def step(o): o.step()` steps it.
@@ -285,6 +286,9 @@ class Builder(Clears):
 
     def call_events(self, call: cst.Call, ctx: Context) -> list[Node]:
         func = call.func
+        external = self._external_call(call, ctx) if self.link is not None else None
+        if external is not None:
+            return external
         if isinstance(func, cst.Attribute):
             found = self._method_call(call, func, ctx)
             if found is not None:
