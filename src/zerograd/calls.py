@@ -16,8 +16,8 @@ import libcst as cst
 
 from .facts import ClassInfo, FunctionFacts, ModuleInfo
 from .model import Call, Event, Kind, Node, Test
-from .optimizers import CLEARING_FUNCTIONS
 from .naming import dotted
+from .optimizers import CLEARING_FUNCTIONS
 from .sites import Sites
 
 Link = Callable[[str], Optional[str]]  # a qualified name -> the project function it names
