@@ -19,7 +19,9 @@ from zerograd.model import Settings
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>[A-Z0-9:, ]+)")
-FIXTURES = sorted(p for p in ROOT.rglob("*.py") if "fixes" not in p.parts)
+FIXTURES = sorted(p for p in ROOT.rglob("*.py") if "fixes" not in p.parts and "projects" not in p.parts)
+# Trees checked as one project (project.py): every module's expectations hold for one run over the tree.
+PROJECTS = sorted(p for p in (ROOT / "projects").iterdir() if p.is_dir())
 
 
 def expected(source: str) -> list[tuple[int, str, int | None]]:
@@ -76,3 +78,24 @@ def test_there_are_fixtures_for_every_rule() -> None:
     names = {p.name for p in FIXTURES}
     for code in ("zg001", "zg002", "zg003", "zg004", "zg005"):
         assert sum(n.startswith(code) for n in names) >= 1, code
+
+
+@pytest.mark.parametrize("tree", PROJECTS, ids=lambda p: p.name)
+def test_project_tree(tree: Path) -> None:
+    from zerograd.files import lint_paths
+
+    results = {Path(r.path).resolve(): r for r in lint_paths([str(tree)], Settings())}
+    modules = sorted(tree.rglob("*.py"))
+    assert set(results) == {m.resolve() for m in modules}
+    for module in modules:
+        got = sorted((f.line, f.code, f.col + 1) for f in results[module.resolve()].findings)
+        compare(expected(module.read_text(encoding="utf-8")), got)
+
+
+@pytest.mark.parametrize("tree", PROJECTS, ids=lambda p: p.name)
+def test_project_tree_in_parallel(tree: Path) -> None:
+    """The same findings with a process pool: linked groups are checked in the parent."""
+    from zerograd.files import lint_paths
+
+    one = [(r.path, r.findings) for r in lint_paths([str(tree)], Settings(), jobs=1)]
+    assert one == [(r.path, r.findings) for r in lint_paths([str(tree)], Settings(), jobs=2)]

@@ -40,11 +40,13 @@ def _problem(reason: str, line: int = 1) -> Finding:
     return Finding("ZG900", message("ZG900", reason), Span(line, 0, line, 0))
 
 
-def check_source(source: str, settings: Settings, describe: bool = True) -> list[Finding]:
+def check_source(source: str, settings: Settings, describe: bool = True,
+                 found: Optional[list[Finding]] = None) -> list[Finding]:
     """lint_source plus `# noqa` and fix descriptions, never raising: an internal error is ZG901.
-    Describing a fix re-parses the file with metadata: only for formats that print them."""
+    Describing a fix re-parses the file with metadata: only for formats that print them.
+    `found`: the findings of the module, already analysed with the project (project.py)."""
     try:
-        findings = lint_source(source, settings)
+        findings = lint_source(source, settings) if found is None else found
         if describe and any(f.code in FIXABLE for f in findings):
             from .fix import describe as describe_fixes
 
@@ -97,25 +99,59 @@ def _check_bytes_args(args: tuple[str, bytes, Settings, bool]) -> FileResult:
     return check_bytes(*args)
 
 
-def _in_parallel(files: list[str], settings: Settings, describe: bool, jobs: int) -> list[FileResult]:
-    """The parent reads every file and checks those the prefilter clears itself (most of them,
-    in a tree of unrelated code); only files that need parsing go to the pool, the largest first
-    so that no process is left alone with the big ones at the end, and no pool starts for one."""
+def _check_all(files: list[str], settings: Settings, describe: bool, jobs: int) -> list[FileResult]:
+    """The parent reads every file; the modules that call into each other's training functions
+    are linked and checked together (project.py); of the rest, the parent checks those the
+    prefilter clears itself (most of them, in a tree of unrelated code) and only files that need
+    parsing go to the pool, the largest first so that no process is left alone with the big ones
+    at the end, and no pool starts for one."""
     done: list[FileResult] = []
-    work: list[tuple[str, bytes, Settings, bool]] = []
+    data: dict[str, bytes] = {}
     for path in files:
-        data, error = read_file(path)
-        if data is None:
+        content, error = read_file(path)
+        if content is None:
             done.append(FileResult(path, error=error))
-        elif PREFILTER.encode() in data:  # sources are ASCII-compatible (PEP 263)
-            work.append((path, data, settings, describe))
         else:
-            done.append(check_bytes(path, data, settings, describe))
+            data[path] = content
+    grouped = _check_groups(data, settings, describe)
+    done += grouped
+    work: list[tuple[str, bytes, Settings, bool]] = []
+    linked = {r.path for r in grouped}
+    for path in (p for p in data if p not in linked):
+        if PREFILTER.encode() in data[path] and jobs > 1:  # sources are ASCII-compatible (PEP 263)
+            work.append((path, data[path], settings, describe))
+        else:
+            done.append(check_bytes(path, data[path], settings, describe))
     work.sort(key=lambda item: -len(item[1]))
-    if len(work) < 2:
+    if len(work) < 2 or len(files) < PARALLEL_THRESHOLD:
         return done + [check_bytes(*item) for item in work]
     with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
         return done + list(pool.map(_check_bytes_args, work, chunksize=1))
+
+
+def _check_groups(data: dict[str, bytes], settings: Settings, describe: bool) -> list[FileResult]:
+    """The modules project.py links: checked here, together; a group that fails is left to be
+    checked module by module."""
+    from .project import Project, check_group
+
+    texts: dict[str, str] = {}
+    for path, content in data.items():
+        if path.endswith(".py") and b"import" in content:
+            try:
+                texts[path] = decode(content)
+            except (SyntaxError, UnicodeDecodeError, LookupError):
+                continue  # check_bytes reports it
+    if not any(PREFILTER in text for text in texts.values()):
+        return []
+    project = Project(texts)
+    results: list[FileResult] = []
+    for group in project.plan():
+        try:
+            found = check_group(project, group, settings)
+        except Exception:  # noqa: BLE001 - a bug in linking must not lose the modules' own findings
+            continue
+        results += [FileResult(path, check_source(texts[path], settings, describe, found[path])) for path in group]
+    return results
 
 
 def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) -> Iterator[tuple[str, Optional[str]]]:
@@ -168,10 +204,7 @@ def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: 
     found = list(discover(list(paths), config, force_exclude))
     results = [FileResult(path, error=error) for path, error in found if error]
     files = sorted({path for path, error in found if not error})
-    if jobs > 1 and len(files) >= PARALLEL_THRESHOLD:
-        results += _in_parallel(files, settings, describe, jobs)
-    else:
-        results += [check_file(f, settings, describe) for f in files]
+    results += _check_all(files, settings, describe, jobs)
     for result in results:
         ignored = config.ignored_for(result.path)
         if ignored:

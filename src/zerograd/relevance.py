@@ -40,7 +40,7 @@ def elide(source: str, tree: ast.Module, linked: frozenset[str] = frozenset()) -
     names functions of other modules of the project that can perform an event."""
     if _ODD_ENDS.search(source):
         return source
-    definitions = _Scan(tree)
+    definitions = Scan(tree)
     needed = definitions.needed(linked)
     cut = [d for d in definitions.functions if id(d) not in needed]
     if not cut:
@@ -52,7 +52,7 @@ def elide(source: str, tree: ast.Module, linked: frozenset[str] = frozenset()) -
     return "".join(lines) if changed else source
 
 
-class _Scan:
+class Scan:
     """One walk over the tree: per function, whether it performs an event, what it calls or
     hands over, and whether it holds facts (facts.py reads them from every body)."""
 
@@ -138,17 +138,20 @@ class _Scan:
         for alias in node.names:
             self.aliases[alias.asname or alias.name] = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}"
 
-    def needed(self, linked: frozenset[str] = frozenset()) -> set[int]:
-        """Functions whose bodies matter: mark_relevant's closure, and those holding facts."""
+    def relevant(self, linked: frozenset[str] = frozenset()) -> set[int]:
+        """mark_relevant's closure: the functions that can perform an event."""
         relevant = set(self.events)
         while True:
             names = {d.name for d in self.functions if id(d) in relevant} | linked
             grown = {id(d) for d in self.functions
                      if id(d) not in relevant and not self.callees[id(d)].isdisjoint(names)}
             if not grown:
-                break
+                return relevant
             relevant |= grown
-        kept = relevant | self.facts
+
+    def needed(self, linked: frozenset[str] = frozenset()) -> set[int]:
+        """Functions whose bodies matter: mark_relevant's closure, and those holding facts."""
+        kept = self.relevant(linked) | self.facts
         for owner, callee in self.assigned:
             if owner not in kept and _records(_qualify(callee, self.aliases), self.classes):
                 kept.add(owner)

@@ -1,0 +1,405 @@
+"""The paths of one run as one project (interface.md, "Whole projects and the cache").
+
+A module that calls a function of another module of the project that can perform an event (a
+backward, step or clear, directly or through what it calls) is built together with that module:
+their IR is linked into one program, so the callee's summary is applied at the call (rules.md v2
+section 3) and each summary is computed once. Which modules take part is decided cheaply first:
+imports from a text scan, relevance from CPython's `ast` (relevance.Scan), names only where the
+text calls them. A module outside every such group is analysed alone, as before.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+import gc
+import os
+import re
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Optional
+
+from .engine import Front, Report, analyse_sited, front_end, may_hold_findings
+from .model import Branch, Call, Event, Finding, Function, Loop, Node, Program, Seq, Settings, Span, Try
+from .relevance import Scan
+from .sites import Sites
+
+# `import a.b as c, d` and `from .a import (b as c, d)` at the start of a line.
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)
+_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)", re.M)
+MAX_HOPS = 5  # re-exports followed through `__init__` modules
+
+
+@dataclass(frozen=True)
+class Imported:
+    module: str  # as written: `pkg.mod`, `.mod`, `..`
+    name: Optional[str]  # `from module import name`; None for `import module`
+    local: str  # the name it is bound to here
+
+
+def imports_of(text: str) -> list[Imported]:
+    """The module-level and nested imports of a text, without parsing it."""
+    found = []
+    for match in _IMPORT.finditer(text):
+        for part in match.group(1).split(","):
+            words = part.split()
+            if words:
+                local = words[2] if len(words) == 3 and words[1] == "as" else words[0].split(".")[0]
+                found.append(Imported(words[0], None, local))
+    for match in _FROM.finditer(text):
+        for part in match.group(2).strip("()").replace("\\", " ").split(","):
+            words = part.split()
+            if words and words[0] != "*":
+                found.append(Imported(match.group(1), words[0], words[2] if len(words) == 3 else words[0]))
+    return found
+
+
+class Index:
+    """Module names of the project's files: `a/b/c.py` is `b.c` when `a/b` holds an
+    `__init__.py` and `a` does not, and `c` for a script; relative imports go by folders."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.paths = {os.path.abspath(p): p for p in paths if p.endswith(".py")}
+        self._packages: dict[str, bool] = {}
+        self.names: dict[str, list[str]] = {}
+        self.roots: dict[str, str] = {}
+        for absolute in self.paths:
+            name, root = self._name(absolute)
+            self.names.setdefault(name, []).append(absolute)
+            self.roots[absolute] = root
+
+    def _is_package(self, folder: str) -> bool:
+        if folder not in self._packages:
+            self._packages[folder] = os.path.isfile(os.path.join(folder, "__init__.py"))
+        return self._packages[folder]
+
+    def _name(self, absolute: str) -> tuple[str, str]:
+        folder, base = os.path.split(absolute)
+        parts = [] if base == "__init__.py" else [base[:-3]]
+        while self._is_package(folder) and os.path.dirname(folder) != folder:
+            folder, package = os.path.split(folder)
+            parts.insert(0, package)
+        return ".".join(parts), folder
+
+    def module(self, importer: str, name: str) -> Optional[str]:
+        """The project file (absolute path) that `name`, imported in `importer`, refers to."""
+        level = len(name) - len(name.lstrip("."))
+        if level:
+            folder = os.path.dirname(importer)
+            for _ in range(level - 1):
+                folder = os.path.dirname(folder)
+            rest = [p for p in name[level:].split(".") if p]
+            base = os.path.join(folder, *rest)
+            for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+                if candidate in self.paths:
+                    return candidate
+            return None
+        found = self.names.get(name, [])
+        if len(found) > 1:  # the same name in two trees: the importer's own
+            found = [p for p in found if self.roots[p] == self.roots.get(importer)]
+        return found[0] if len(found) == 1 else None
+
+    def split(self, importer: str, qualified: str) -> Optional[tuple[str, list[str]]]:
+        """`pkg.mod.f` -> (the file of `pkg.mod`, ["f"]): the longest prefix that is a module."""
+        level = len(qualified) - len(qualified.lstrip("."))
+        parts = qualified[level:].split(".")
+        for cut in range(len(parts), -1 if level else 0, -1):
+            found = self.module(importer, "." * level + ".".join(parts[:cut]))
+            if found is not None:
+                return found, parts[cut:]
+        return None
+
+
+@dataclass
+class Unit:
+    """One module of the project as the planner sees it."""
+
+    path: str  # absolute
+    text: str
+    imports: list[Imported]
+    tree: Optional[ast.Module] = None
+    scan: Optional[Scan] = None
+    relevant: Optional[set[str]] = None  # its function names that can perform an event (once parsed)
+    deps: set[str] = field(default_factory=set)  # the project modules whose functions it calls
+
+
+class Project:
+    def __init__(self, texts: dict[str, str]) -> None:
+        self.index = Index(texts)
+        self.units = {a: Unit(a, texts[p], imports_of(texts[p])) for a, p in self.index.paths.items()}
+
+    def plan(self) -> list[list[str]]:
+        """Groups of modules to build together (paths as given); every other module stands alone."""
+        active = {a for a, u in self.units.items() if may_hold_findings(u.text)}
+        changed = True
+        while changed:  # a module joins when it calls a function that can perform an event
+            changed = False
+            for unit in self.units.values():
+                linked = self._linked(unit, active) if unit.imports else frozenset()
+                if not linked:
+                    continue
+                active.add(unit.path)
+                grown = self.relevant(unit) | self._relevant(unit, linked)
+                if grown != unit.relevant:
+                    unit.relevant, changed = grown, True
+        groups = _components({a: self.units[a].deps for a in active})
+        return [[self.index.paths[a] for a in group] for group in groups if len(group) > 1]
+
+    def relevant(self, unit: Unit) -> set[str]:
+        """Its functions that can perform an event by themselves (parsed when first asked)."""
+        if unit.relevant is None:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    unit.tree = ast.parse(unit.text)
+                unit.scan = Scan(unit.tree)
+            except (SyntaxError, ValueError, RecursionError, MemoryError):
+                pass
+            unit.relevant = self._relevant(unit, frozenset())
+        return unit.relevant
+
+    def _relevant(self, unit: Unit, linked: frozenset[str]) -> set[str]:
+        if unit.scan is None:
+            return set()
+        keep = unit.scan.relevant(linked)
+        return {d.name for d in unit.scan.functions if id(d) in keep}
+
+    def _linked(self, unit: Unit, active: set[str]) -> frozenset[str]:
+        """Names `unit` calls that are functions of active modules able to perform an event
+        (a cheap superset: by name, where its text calls them); records those modules."""
+        names: set[str] = set()
+        for imported in unit.imports:
+            if imported.name is not None:
+                found = self.index.module(unit.path, imported.module)
+                target = self._export(found, imported.name, active) if found else None
+                if target is None:  # `from pkg import mod`
+                    sub = self.index.module(unit.path, _joined(imported.module, imported.name))
+                    if sub in active and sub != unit.path:
+                        names |= self._called_on(unit, imported.local, sub)
+                elif target[0] != unit.path and re.search(rf"\b{re.escape(imported.local)}\b", unit.text):
+                    names.add(imported.local)
+                    unit.deps.add(target[0])
+            else:
+                found = self.index.module(unit.path, imported.module)
+                if found in active and found != unit.path:
+                    names |= self._called_on(unit, imported.module if imported.local == imported.module.split(".")[0]
+                                             else imported.local, found)
+        return frozenset(names)
+
+    def _called_on(self, unit: Unit, prefix: str, module: str) -> set[str]:
+        relevant = self.relevant(self.units[module])
+        if not relevant:
+            return set()
+        called = set(re.findall(rf"\b{re.escape(prefix)}\.(\w+)\s*\(", unit.text)) & relevant
+        if called:
+            unit.deps.add(module)
+        return called
+
+    def _export(self, module: str, name: str, active: set[str], hops: int = 0) -> Optional[tuple[str, str]]:
+        """(module, function) that `from module import name` binds, through re-exports."""
+        unit = self.units[module]
+        if module in active and name in self.relevant(unit):
+            return module, name
+        for imported in unit.imports if hops < MAX_HOPS else ():
+            if imported.local == name and imported.name is not None:
+                found = self.index.module(module, imported.module)
+                if found is not None and found != module:
+                    return self._export(found, imported.name, active, hops + 1)
+        return None
+
+
+def _components(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Connected groups of modules (imports in either direction), each in build order: the
+    modules a module calls come before it (cycles broken where they close)."""
+    parent = {a: a for a in edges}
+
+    def find(a: str) -> str:
+        while parent[a] != a:
+            parent[a] = parent[parent[a]]
+            a = parent[a]
+        return a
+
+    for a, deps in edges.items():
+        for b in deps:
+            if b in parent:
+                parent[find(a)] = find(b)
+    order: list[str] = []
+    seen: set[str] = set()
+
+    def visit(a: str) -> None:
+        stack = [(a, iter(sorted(edges[a])))]
+        seen.add(a)
+        while stack:
+            node, pending = stack[-1]
+            following = next((b for b in pending if b in edges and b not in seen), None)
+            if following is None:
+                order.append(node)
+                stack.pop()
+            else:
+                seen.add(following)
+                stack.append((following, iter(sorted(edges[following]))))
+
+    for a in sorted(edges):
+        if a not in seen:
+            visit(a)
+    groups: dict[str, list[str]] = {}
+    for a in order:
+        groups.setdefault(find(a), []).append(a)
+    return list(groups.values())
+
+
+# --- building and linking a group ------------------------------------------------------------
+
+
+@dataclass
+class Linked:
+    """The sites of several modules numbered one after another."""
+
+    bases: list[int]
+    locators: list[Sites]
+
+    def module_of(self, site: int) -> int:
+        return bisect.bisect_right(self.bases, site) - 1
+
+    def locate(self, site: int) -> Span:
+        number = self.module_of(site)
+        return self.locators[number].locate(site - self.bases[number])
+
+
+def check_group(project: Project, group: list[str], settings: Settings) -> dict[str, list[Finding]]:
+    """Build the modules of one group in order, link them, and analyse them as one program."""
+    enabled = gc.isenabled()
+    gc.disable()  # acyclic trees, freed by reference counting (engine.inspect_source)
+    try:
+        return _check_group(project, group, settings)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _check_group(project: Project, group: list[str], settings: Settings) -> dict[str, list[Finding]]:
+    absolute = [os.path.abspath(p) for p in group]
+    fronts: dict[str, Front] = {}
+    results: dict[str, list[Finding]] = {}
+    for path in absolute:
+        unit = project.units[path]
+        linked = project._linked(unit, set(fronts))
+        front = front_end(unit.text, settings, tree=unit.tree, linked=linked,
+                          link=partial(_link, project, fronts, path))
+        if isinstance(front, Report):
+            results[path] = front.findings
+        else:
+            fronts[path] = front
+    if fronts:
+        program, sites, order = _combine(project, fronts)
+        _, sited = analyse_sited(program, sites)
+        for path in order:
+            results.setdefault(path, [])
+        for site, finding in sited:
+            results[order[sites.module_of(site)]].append(finding)
+    return {project.index.paths[a]: found for a, found in results.items()}
+
+
+def _link(project: Project, fronts: dict[str, Front], importer: str, qualified: str) -> Optional[str]:
+    """The function of an already built module that `qualified` names in `importer`, through
+    the re-exports of `__init__` modules (read from their text: they need not be built)."""
+    for _ in range(MAX_HOPS):
+        split = project.index.split(importer, qualified)
+        if split is None or split[0] == importer or not split[1]:
+            return None
+        module, rest = split
+        name = ".".join(rest)
+        if module in fronts and name in fronts[module].exports:
+            return f"{module}\0{name}"
+        again = next((i for i in project.units[module].imports if i.local == rest[0] and i.name is not None), None)
+        if again is None:
+            return None
+        importer, qualified = module, ".".join([_joined(again.module, again.name or ""), *rest[1:]])
+    return None
+
+
+def _joined(module: str, name: str) -> str:
+    """`from module import name` as one dotted name: `pkg.name`, `.name`, `..pkg.name`."""
+    return module + name if module.endswith(".") else f"{module}.{name}"
+
+
+def _combine(project: Project, fronts: dict[str, Front]) -> tuple[Program, Linked, list[str]]:
+    order = list(fronts)
+    function_bases, site_bases = [], []
+    functions = sites = 0
+    for path in order:
+        function_bases.append(functions)
+        site_bases.append(sites)
+        functions += len(fronts[path].program.functions)
+        sites += len(fronts[path].sites.nodes)
+    where = {path: number for number, path in enumerate(order)}
+    called: set[int] = set()
+
+    def target(call: Call, number: int) -> Optional[Call]:
+        module, _, name = (call.external or "").partition("\0")
+        if module not in where:
+            return None
+        local, params = fronts[module].exports[name]
+        callee = function_bases[where[module]] + local
+        bindings = tuple((_parameter(param, params), key) for param, key in call.bindings)
+        called.add(callee)
+        return Call(call.site + site_bases[number], callee, tuple(b for b in bindings if b[0]))
+
+    linked: list[Function] = []
+    links: dict[str, frozenset[str]] = {}
+    builds: dict[str, bool] = {}
+    for number, path in enumerate(order):
+        program = fronts[path].program
+        for function in program.functions:
+            mover = _Mover(function_bases[number], site_bases[number], partial(target, number=number))
+            linked.append(replace(function, body=mover.seq(function.body), site=_shifted(function.site, site_bases[number])))
+        for key, modules in program.links.items():
+            links[key] = links.get(key, frozenset()) | modules
+        builds.update(program.builds)
+    for fid in called:  # called from another module: not a step function (rules.md section 3)
+        linked[fid] = replace(linked[fid], step_function=False)
+    return Program(linked, links, builds), Linked(site_bases, [fronts[p].sites for p in order]), order
+
+
+def _shifted(site: int, base: int) -> int:
+    return site if site < 0 else site + base  # -1: a module body without a first statement
+
+
+def _parameter(param: str, params: tuple[str, ...]) -> str:
+    if param.startswith("#"):
+        position = int(param[1:])
+        return params[position] if position < len(params) else ""
+    return param if param in params else ""
+
+
+class _Mover:
+    """A module's IR with its function and site numbers moved into the linked program, and
+    its external calls bound (or dropped: a function nobody built performs no event)."""
+
+    def __init__(self, functions: int, sites: int, bind: Callable[[Call], Optional[Call]]) -> None:
+        self.functions, self.sites, self.bind = functions, sites, bind
+
+    def seq(self, node: Seq) -> Seq:
+        return Seq(tuple(self.node(item) for item in node.items))
+
+    def node(self, node: Node) -> Node:
+        if isinstance(node, Seq):
+            return self.seq(node)
+        if isinstance(node, Call):
+            if node.external is not None:
+                return self.bind(node) or Seq()
+            callee = node.callee + self.functions if node.callee >= 0 else node.callee
+            funcs = tuple((name, fid + self.functions, bound) for name, fid, bound in node.funcs)
+            return replace(node, site=node.site + self.sites, callee=callee, funcs=funcs)
+        if isinstance(node, Event):
+            return replace(node, site=node.site + self.sites)
+        if isinstance(node, Branch):
+            return replace(node, arms=tuple(self.seq(arm) for arm in node.arms))
+        if isinstance(node, Loop):
+            return replace(node, body=self.seq(node.body), orelse=self.seq(node.orelse), site=node.site + self.sites)
+        if isinstance(node, Try):
+            return Try(self.seq(node.body), tuple(self.seq(h) for h in node.handlers), self.seq(node.orelse),
+                       self.seq(node.final))
+        return node  # Jump
