@@ -29,6 +29,7 @@ from .sites import Sites
 # `import a.b as c, d` and `from .a import (b as c, d)` at the start of a line.
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)", re.M)
+_DEF = re.compile(r"\bdef[ \t]+(\w+)")
 MAX_HOPS = 5  # re-exports followed through `__init__` modules
 
 
@@ -63,6 +64,7 @@ class Index:
     def __init__(self, paths: Iterable[str]) -> None:
         self.paths = {os.path.abspath(p): p for p in paths if p.endswith(".py")}
         self._packages: dict[str, bool] = {}
+        self._memo: dict[tuple[str, str], Optional[str]] = {}
         self.names: dict[str, list[str]] = {}
         self.roots: dict[str, str] = {}
         for absolute in self.paths:
@@ -85,6 +87,12 @@ class Index:
 
     def module(self, importer: str, name: str) -> Optional[str]:
         """The project file (absolute path) that `name`, imported in `importer`, refers to."""
+        key = (os.path.dirname(importer) if name.startswith(".") else self.roots.get(importer, ""), name)
+        if key not in self._memo:
+            self._memo[key] = self._module(importer, name)
+        return self._memo[key]
+
+    def _module(self, importer: str, name: str) -> Optional[str]:
         level = len(name) - len(name.lstrip("."))
         if level:
             folder = os.path.dirname(importer)
@@ -121,6 +129,7 @@ class Unit:
     imports: list[Imported]
     tree: Optional[ast.Module] = None
     scan: Optional[Scan] = None
+    defs: Optional[set[str]] = None  # names after `def` in its text
     relevant: Optional[set[str]] = None  # its function names that can perform an event (once parsed)
     deps: set[str] = field(default_factory=set)  # the project modules whose functions it calls
 
@@ -132,6 +141,15 @@ class Project:
 
     def plan(self) -> list[list[str]]:
         """Groups of modules to build together (paths as given); every other module stands alone."""
+        enabled = gc.isenabled()
+        gc.disable()  # the ast trees it keeps are acyclic: the collector would only rescan them
+        try:
+            return self._plan()
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _plan(self) -> list[list[str]]:
         active = {a for a, u in self.units.items() if may_hold_findings(u.text)}
         changed = True
         while changed:  # a module joins when it calls a function that can perform an event
@@ -189,10 +207,10 @@ class Project:
         return frozenset(names)
 
     def _called_on(self, unit: Unit, prefix: str, module: str) -> set[str]:
-        relevant = self.relevant(self.units[module])
-        if not relevant:
-            return set()
-        called = set(re.findall(rf"\b{re.escape(prefix)}\.(\w+)\s*\(", unit.text)) & relevant
+        called = set(re.findall(rf"\b{re.escape(prefix)}\.(\w+)\s*\(", unit.text))
+        called = {name for name in called if _defines(self.units[module], name)}
+        if called:  # only then is the module worth parsing
+            called &= self.relevant(self.units[module])
         if called:
             unit.deps.add(module)
         return called
@@ -200,7 +218,7 @@ class Project:
     def _export(self, module: str, name: str, active: set[str], hops: int = 0) -> Optional[tuple[str, str]]:
         """(module, function) that `from module import name` binds, through re-exports."""
         unit = self.units[module]
-        if module in active and name in self.relevant(unit):
+        if module in active and _defines(unit, name) and name in self.relevant(unit):
             return module, name
         for imported in unit.imports if hops < MAX_HOPS else ():
             if imported.local == name and imported.name is not None:
@@ -208,6 +226,13 @@ class Project:
                 if found is not None and found != module:
                     return self._export(found, imported.name, active, hops + 1)
         return None
+
+
+def _defines(unit: Unit, name: str) -> bool:
+    """Whether the text can define function `name` (a class or a constant is not worth a parse)."""
+    if unit.defs is None:
+        unit.defs = set(_DEF.findall(unit.text))
+    return name in unit.defs
 
 
 def _components(edges: dict[str, set[str]]) -> list[list[str]]:
