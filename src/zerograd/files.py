@@ -143,9 +143,13 @@ def _check_groups(data: dict[str, bytes], settings: Settings, describe: bool) ->
                 continue  # check_bytes reports it
     if not any(PREFILTER in text for text in texts.values()):
         return []
-    project = Project(texts)
+    try:
+        project = Project(texts)
+        groups = project.plan()
+    except (RecursionError, MemoryError, ValueError):
+        return []  # deeply nested text: every module is checked alone, as before
     results: list[FileResult] = []
-    for group in project.plan():
+    for group in groups:
         try:
             found = check_group(project, group, settings)
         except Exception:  # noqa: BLE001 - a bug in linking must not lose the modules' own findings
