@@ -86,7 +86,7 @@ def _inspect(source: str, settings: Settings, elide: bool, tree: Optional[ast.Mo
     if isinstance(front, Report):
         return front
     try:
-        return analyse(front.program, front.sites)
+        return analyse(front.program, front.sites)[0]
     except RecursionError:
         return Report([], capped=1)  # nesting too deep to walk safely: report nothing rather than guess
 
@@ -150,14 +150,9 @@ def _first_line(statement: ast.stmt) -> int:
     return min([statement.lineno] + [d.lineno for d in decorators])
 
 
-def analyse(program: Program, sites: Locator) -> Report:
-    """The dataflow over every scope of `program`, and the rules on its verdicts."""
-    report, _ = analyse_sited(program, sites)
-    return report
-
-
-def analyse_sited(program: Program, sites: Locator) -> tuple[Report, list[tuple[int, Finding]]]:
-    """analyse, and each finding with the site it is reported at (to tell linked modules apart)."""
+def analyse(program: Program, sites: Locator) -> tuple[Report, list[tuple[int, Finding]]]:
+    """The dataflow over every scope of `program`, and the rules on its verdicts; each finding
+    also with the site it is reported at (to tell linked modules apart)."""
     from .summaries import Analyzer
 
     analyzer = Analyzer(program)

@@ -134,6 +134,8 @@ def _check_groups(data: dict[str, bytes], settings: Settings, describe: bool) ->
     checked module by module."""
     from .project import Project, check_group
 
+    if not any(PREFILTER.encode() in content for content in data.values()):
+        return []  # nothing can backpropagate: no module to link
     texts: dict[str, str] = {}
     for path, content in data.items():
         if path.endswith(".py") and b"import" in content:
@@ -141,8 +143,6 @@ def _check_groups(data: dict[str, bytes], settings: Settings, describe: bool) ->
                 texts[path] = decode(content)
             except (SyntaxError, UnicodeDecodeError, LookupError):
                 continue  # check_bytes reports it
-    if not any(PREFILTER in text for text in texts.values()):
-        return []
     try:
         project = Project(texts)
         groups = project.plan()

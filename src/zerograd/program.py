@@ -32,17 +32,16 @@ STEP_NAMES = re.compile(
 _NOT_STEP = re.compile(r"^(?:test_?|main$)", re.I)
 
 
-def build(module: Union[cst.Module, list[Chunk]], settings: Settings, link: Optional[Link] = None,
-          linked: frozenset[str] = frozenset()) -> tuple[Program, Sites]:
-    """`link` and `linked` (project.py) name the functions of other modules of the project."""
-    program, sites, _ = build_module(module, settings, link, linked)
+def build(module: Union[cst.Module, list[Chunk]], settings: Settings) -> tuple[Program, Sites]:
+    program, sites, _ = build_module(module, settings)
     return program, sites
 
 
 def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, link: Optional[Link] = None,
                  linked: frozenset[str] = frozenset()) -> tuple[Program, Sites, Exports]:
     """build, and the module's functions that other modules can call: name (`f`, `Class.m`)
-    -> (position in Program.functions, positional parameters)."""
+    -> (position in Program.functions, positional parameters). `link` and `linked` (project.py)
+    name the functions of other modules of the project."""
     chunks = module if isinstance(module, list) else [Chunk(module)]
     info = ModuleInfo(table=OptimizerTable(settings))
     collector = Collector(info)
@@ -80,7 +79,7 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
 
 
 def _exports(info: ModuleInfo, index: dict[int, int]) -> Exports:
-    named = [(name, f) for name, f in info.functions.items()]
+    named = list(info.functions.items())
     named += [(f"{cls.name}.{name}", f) for cls in info.classes.values() for name, f in cls.methods.items()]
     return {name: (index[id(f)], tuple(p.name.value for p in (*f.params.posonly_params, *f.params.params)))
             for name, f in named if id(f) in index}

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Optional
 
-from .engine import Front, Report, analyse_sited, front_end, may_hold_findings
+from .engine import Front, Report, analyse, front_end, may_hold_findings
 from .model import Branch, Call, Event, Finding, Function, Loop, Node, Program, Seq, Settings, Span, Try
 from .relevance import Scan
 from .sites import Sites
@@ -132,6 +132,7 @@ class Unit:
     defs: Optional[set[str]] = None  # names after `def` in its text
     relevant: Optional[set[str]] = None  # its function names that can perform an event (once parsed)
     deps: set[str] = field(default_factory=set)  # the project modules whose functions it calls
+    linked: frozenset[str] = frozenset()  # the names it calls of those functions
 
 
 class Project:
@@ -159,6 +160,7 @@ class Project:
                 if not linked:
                     continue
                 active.add(unit.path)
+                unit.linked = linked
                 grown = self.relevant(unit) | self._relevant(unit, linked)
                 if grown != unit.relevant:
                     unit.relevant, changed = grown, True
@@ -189,47 +191,52 @@ class Project:
         (a cheap superset: by name, where its text calls them); records those modules."""
         names: set[str] = set()
         for imported in unit.imports:
-            if imported.name is not None:
+            if imported.name is None:  # `import pkg.mod [as m]`: `pkg.mod.f(` or `m.f(`
                 found = self.index.module(unit.path, imported.module)
-                target = self._export(found, imported.name, active) if found else None
-                if target is None:  # `from pkg import mod`
-                    sub = self.index.module(unit.path, _joined(imported.module, imported.name))
-                    if sub in active and sub != unit.path:
-                        names |= self._called_on(unit, imported.local, sub)
-                elif target[0] != unit.path and re.search(rf"\b{re.escape(imported.local)}\b", unit.text):
-                    names.add(imported.local)
-                    unit.deps.add(target[0])
+                plain = imported.local == imported.module.split(".")[0]
+                prefix = imported.module if plain else imported.local
             else:
-                found = self.index.module(unit.path, imported.module)
-                if found in active and found != unit.path:
-                    names |= self._called_on(unit, imported.module if imported.local == imported.module.split(".")[0]
-                                             else imported.local, found)
+                qualified = _joined(imported.module, imported.name)
+                origin = self.origin(unit.path, qualified)
+                if origin is not None and origin[0] in active and self._can_step(*origin):
+                    if re.search(rf"\b{re.escape(imported.local)}\b", unit.text):
+                        names.add(imported.local)
+                        unit.deps.add(origin[0])
+                    continue
+                found, prefix = self.index.module(unit.path, qualified), imported.local  # `from pkg import mod`
+            if found in active and found != unit.path:
+                names |= self._called_on(unit, prefix, found)
         return frozenset(names)
+
+    def _can_step(self, module: str, name: str) -> bool:
+        """Whether function `name` of `module` can perform an event; the module is parsed only
+        when its text defines such a function (a class or a constant is not worth a parse)."""
+        return _defines(self.units[module], name) and name in self.relevant(self.units[module])
 
     def _called_on(self, unit: Unit, prefix: str, module: str) -> set[str]:
         called = set(re.findall(rf"\b{re.escape(prefix)}\.(\w+)\s*\(", unit.text))
-        called = {name for name in called if _defines(self.units[module], name)}
-        if called:  # only then is the module worth parsing
-            called &= self.relevant(self.units[module])
+        called = {name for name in called if self._can_step(module, name)}
         if called:
             unit.deps.add(module)
         return called
 
-    def _export(self, module: str, name: str, active: set[str], hops: int = 0) -> Optional[tuple[str, str]]:
-        """(module, function) that `from module import name` binds, through re-exports."""
-        unit = self.units[module]
-        if module in active and _defines(unit, name) and name in self.relevant(unit):
-            return module, name
-        for imported in unit.imports if hops < MAX_HOPS else ():
-            if imported.local == name and imported.name is not None:
-                found = self.index.module(module, imported.module)
-                if found is not None and found != module:
-                    return self._export(found, imported.name, active, hops + 1)
+    def origin(self, importer: str, qualified: str) -> Optional[tuple[str, str]]:
+        """The module that defines what `qualified` names in `importer`, and its name there
+        (`f`, `Class.m`), through the re-exports of `__init__` modules (read from their text)."""
+        for _ in range(MAX_HOPS):
+            split = self.index.split(importer, qualified)
+            if split is None or split[0] == importer or not split[1]:
+                return None
+            module, rest = split
+            again = next((i for i in self.units[module].imports if i.local == rest[0] and i.name is not None), None)
+            if again is None:
+                return module, ".".join(rest)
+            importer, qualified = module, ".".join([_joined(again.module, again.name or ""), *rest[1:]])
         return None
 
 
 def _defines(unit: Unit, name: str) -> bool:
-    """Whether the text can define function `name` (a class or a constant is not worth a parse)."""
+    """Whether the text can define function `name`."""
     if unit.defs is None:
         unit.defs = set(_DEF.findall(unit.text))
     return name in unit.defs
@@ -310,16 +317,16 @@ def _check_group(project: Project, group: list[str], settings: Settings) -> dict
     results: dict[str, list[Finding]] = {}
     for path in absolute:
         unit = project.units[path]
-        linked = project._linked(unit, set(fronts))
-        front = front_end(unit.text, settings, tree=unit.tree, linked=linked,
+        # A name of a module not built yet (an import cycle) only keeps more bodies: _link drops the call.
+        front = front_end(unit.text, settings, tree=unit.tree, linked=unit.linked,
                           link=partial(_link, project, fronts, path))
         if isinstance(front, Report):
             results[path] = front.findings
         else:
             fronts[path] = front
     if fronts:
-        program, sites, order = _combine(project, fronts)
-        _, sited = analyse_sited(program, sites)
+        program, sites, order = _combine(fronts)
+        _, sited = analyse(program, sites)
         for path in order:
             results.setdefault(path, [])
         for site, finding in sited:
@@ -328,21 +335,11 @@ def _check_group(project: Project, group: list[str], settings: Settings) -> dict
 
 
 def _link(project: Project, fronts: dict[str, Front], importer: str, qualified: str) -> Optional[str]:
-    """The function of an already built module that `qualified` names in `importer`, through
-    the re-exports of `__init__` modules (read from their text: they need not be built)."""
-    for _ in range(MAX_HOPS):
-        split = project.index.split(importer, qualified)
-        if split is None or split[0] == importer or not split[1]:
-            return None
-        module, rest = split
-        name = ".".join(rest)
-        if module in fronts and name in fronts[module].exports:
-            return f"{module}\0{name}"
-        again = next((i for i in project.units[module].imports if i.local == rest[0] and i.name is not None), None)
-        if again is None:
-            return None
-        importer, qualified = module, ".".join([_joined(again.module, again.name or ""), *rest[1:]])
-    return None
+    """The function of an already built module that `qualified` names in `importer`."""
+    origin = project.origin(importer, qualified)
+    if origin is None or origin[0] not in fronts or origin[1] not in fronts[origin[0]].exports:
+        return None
+    return "\0".join(origin)
 
 
 def _joined(module: str, name: str) -> str:
@@ -350,7 +347,7 @@ def _joined(module: str, name: str) -> str:
     return module + name if module.endswith(".") else f"{module}.{name}"
 
 
-def _combine(project: Project, fronts: dict[str, Front]) -> tuple[Program, Linked, list[str]]:
+def _combine(fronts: dict[str, Front]) -> tuple[Program, Linked, list[str]]:
     order = list(fronts)
     function_bases, site_bases = [], []
     functions = sites = 0
@@ -377,8 +374,8 @@ def _combine(project: Project, fronts: dict[str, Front]) -> tuple[Program, Linke
     builds: dict[str, bool] = {}
     for number, path in enumerate(order):
         program = fronts[path].program
+        mover = _Mover(function_bases[number], site_bases[number], partial(target, number=number))
         for function in program.functions:
-            mover = _Mover(function_bases[number], site_bases[number], partial(target, number=number))
             linked.append(replace(function, body=mover.seq(function.body), site=_shifted(function.site, site_bases[number])))
         for key, modules in program.links.items():
             links[key] = links.get(key, frozenset()) | modules
