@@ -10,6 +10,7 @@ from dataclasses import replace
 from typing import Optional
 
 from . import __version__
+from .cache import Cache, cache_folder
 from .config import Config, ConfigError, Selection, discover_config, parse_codes
 from .files import FileResult, check_bytes, lint_paths
 from .report import DESCRIBED, FORMATS, statistics
@@ -36,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--statistics", action="store_true", help="print the count per code")
     add("-j", "--jobs", type=int, default=os.cpu_count() or 1, help="parallel processes")
     add("--config", metavar="FILE", help="a pyproject.toml to read [tool.zerograd] from")
+    add("--no-cache", action="store_true", help="neither read nor write the cache")
+    add("--cache-dir", metavar="DIR", help="the cache folder (default: .zerograd_cache beside the config)")
     add("--force-exclude", action="store_true", help="apply exclude to files named explicitly too")
     add("--optimizer-names", default="", help="extra glob patterns of optimizer names")
     add("--not-optimizer-names", default="", help="glob patterns that are never optimizers")
@@ -66,7 +69,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if args.diff:
             return EXIT_FINDINGS if changed else EXIT_CLEAN
     describe = args.format in DESCRIBED
-    results = lint_paths(files, config.settings, max(1, args.jobs), config, args.force_exclude, describe) if files else []
+    cache = None if args.no_cache else Cache(cache_folder(args.cache_dir, config.cache_dir, str(config.root)),
+                                             config.settings)
+    jobs = max(1, args.jobs)
+    results = lint_paths(files, config.settings, jobs, config, args.force_exclude, describe, cache) if files else []
     if "-" in args.paths:
         results.append(_stdin_result(args.stdin_filename or "-", config, describe))
     return _report(results, selection, args)

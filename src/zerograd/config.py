@@ -28,7 +28,7 @@ CODE_PREFIX = re.compile(r"^ZG[0-9]{0,3}$")
 DEFAULT_SELECT = ("ZG",)
 DEFAULT_EXCLUDE = (
     ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", "__pycache__", "build", "dist",
-    "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".eggs", "site-packages",
+    "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".zerograd_cache", ".eggs", "site-packages",
 )
 LIST_KEYS = ("select", "ignore", "extend-select", "exclude", "extend-exclude", "optimizer-names",
              "not-optimizer-names")
@@ -81,6 +81,7 @@ class Config:
     per_file_ignores: tuple[tuple[str, tuple[str, ...]], ...] = ()
     optimizer_names: tuple[str, ...] = ()
     not_optimizer_names: tuple[str, ...] = ()
+    cache_dir: Optional[str] = None  # relative to root
 
     @property
     def settings(self) -> Settings:
@@ -162,8 +163,12 @@ def load_config(path: Path) -> Config:
             values[key.replace("-", "_")] = _strings(value, where)
         elif key == "per-file-ignores":
             values["per_file_ignores"] = _per_file_ignores(value, where)
+        elif key == "cache-dir":
+            if not isinstance(value, str) or not value:
+                raise ConfigError(f"{where}: expected a folder name, got {value!r}")
+            values["cache_dir"] = value
         else:
-            known = ", ".join(LIST_KEYS + ("per-file-ignores",))
+            known = ", ".join(LIST_KEYS + ("per-file-ignores", "cache-dir"))
             raise ConfigError(f"{where}: unknown key (known: {known})")
     for key in ("select", "ignore", "extend_select"):
         if key in values:

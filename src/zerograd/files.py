@@ -3,21 +3,28 @@ ignores, parallel checking."""
 
 from __future__ import annotations
 
+import gc
 import io
+import multiprocessing
 import os
 import stat
+import sys
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
+from .cache import Cache, Group, content_hash
 from .config import Config
 from .engine import PREFILTER, lint_source
 from .model import Finding, Settings, Span
 from .notebook import NotebookError, read_notebook
 from .rules import FIXABLE, message
 from .suppress import unsuppressed
+
+if TYPE_CHECKING:  # project.py imports libcst: only runs that link modules pay for it
+    from .project import Index, Project
 
 PARALLEL_THRESHOLD = 16  # below this many files a process pool costs more than it saves
 SUFFIXES = (".py", ".ipynb")
@@ -54,7 +61,7 @@ def check_source(source: str, settings: Settings, describe: bool = True,
     except Exception as error:  # noqa: BLE001 - a bug must not stop the run (ZG901)
         reason = f"{type(error).__name__}: {error}".strip().splitlines()[0]
         return [Finding("ZG901", message("ZG901", reason), Span(1, 0, 1, 0))]
-    return unsuppressed(findings, source.splitlines())
+    return unsuppressed(findings, source.splitlines()) if findings else []
 
 
 def check_bytes(path: str, data: bytes, settings: Settings, describe: bool = True) -> FileResult:
@@ -95,16 +102,14 @@ def check_file(path: str, settings: Settings, describe: bool = True) -> FileResu
     return check_bytes(path, data, settings, describe)
 
 
-def _check_bytes_args(args: tuple[str, bytes, Settings, bool]) -> FileResult:
-    return check_bytes(*args)
-
-
-def _check_all(files: list[str], settings: Settings, describe: bool, jobs: int) -> list[FileResult]:
-    """The parent reads every file; the modules that call into each other's training functions
-    are linked and checked together (project.py); of the rest, the parent checks those the
-    prefilter clears itself (most of them, in a tree of unrelated code) and only files that need
-    parsing go to the pool, the largest first so that no process is left alone with the big ones
-    at the end, and no pool starts for one."""
+def _check_all(files: list[str], settings: Settings, describe: bool, jobs: int,
+               cache: Optional[Cache] = None) -> list[FileResult]:
+    """The parent reads every file and takes from the cache what it holds for a file's content;
+    the modules that call into each other's training functions are planned into groups and
+    checked together (project.py); of the rest, the parent checks those the prefilter clears
+    itself (most of them, in a tree of unrelated code). Groups and files that need parsing go
+    to the pool, the largest first so that no process is left alone with the big ones at the
+    end, and no pool starts for one."""
     done: list[FileResult] = []
     data: dict[str, bytes] = {}
     for path in files:
@@ -113,49 +118,178 @@ def _check_all(files: list[str], settings: Settings, describe: bool, jobs: int) 
             done.append(FileResult(path, error=error))
         else:
             data[path] = content
-    grouped = _check_groups(data, settings, describe)
-    done += grouped
-    work: list[tuple[str, bytes, Settings, bool]] = []
-    linked = {r.path for r in grouped}
-    for path in (p for p in data if p not in linked):
-        if PREFILTER.encode() in data[path] and jobs > 1:  # sources are ASCII-compatible (PEP 263)
-            work.append((path, data[path], settings, describe))
+    stored = _Stored(cache, {p: content_hash(c) for p, c in data.items()} if cache else {}, settings, describe)
+    project, work, cached = _plan(data, stored)
+    gc.freeze()  # the plan's trees are acyclic: collections walking them would only cost time
+    try:
+        return done + cached + _check_rest(data, stored, project, work, {r.path for r in cached}, jobs)
+    finally:
+        gc.unfreeze()
+
+
+def _check_rest(data: dict[str, bytes], stored: _Stored, project: Optional[Project], work: list[list[str]],
+                taken: set[str], jobs: int) -> list[FileResult]:
+    done: list[FileResult] = []
+    settings, describe = stored.settings, stored.describe
+    taken |= {p for group in work for p in group}
+    for path in (p for p in data if p not in taken):
+        hit = stored.get(path, ())
+        if hit is not None:
+            done.append(FileResult(path, hit))
+        elif PREFILTER.encode() in data[path] and jobs > 1:  # sources are ASCII-compatible (PEP 263)
+            work.append([path])
         else:
-            done.append(check_bytes(path, data[path], settings, describe))
-    work.sort(key=lambda item: -len(item[1]))
-    if len(work) < 2 or len(files) < PARALLEL_THRESHOLD:
-        return done + [check_bytes(*item) for item in work]
-    with ProcessPoolExecutor(max_workers=min(jobs, len(work))) as pool:
-        return done + list(pool.map(_check_bytes_args, work, chunksize=1))
+            done.append(stored.put(check_bytes(path, data[path], settings, describe), ()))
+    work.sort(key=lambda paths: -sum(len(data[p]) for p in paths))
+    shared = _Shared(data, project, settings, describe)
+    pooled = jobs > 1 and len(work) > 1 and len(data) >= PARALLEL_THRESHOLD
+    for paths, results in _run(work, shared, min(jobs, len(work)) if pooled else 1):
+        done += [stored.put(result, stored.group(paths)) for result in results]
+    return done
 
 
-def _check_groups(data: dict[str, bytes], settings: Settings, describe: bool) -> list[FileResult]:
-    """The modules project.py links: checked here, together; a group that fails is left to be
-    checked module by module."""
-    from .project import Project, check_group
+@dataclass
+class _Shared:
+    """What every job reads: forked workers inherit it instead of receiving it pickled."""
+
+    data: dict[str, bytes]
+    project: Optional[Project]
+    settings: Settings
+    describe: bool
+
+    def check(self, paths: list[str]) -> list[FileResult]:
+        """One file alone, or one group linked; a group that fails is checked module by module."""
+        if len(paths) > 1 and self.project is not None:
+            from .project import check_group
+
+            try:
+                found = check_group(self.project, paths, self.settings)
+                return [FileResult(p, check_source(self.project.units[os.path.abspath(p)].text, self.settings,
+                                                   self.describe, found[p])) for p in paths]
+            except Exception:  # noqa: BLE001 - a bug in linking must not lose the modules' own findings
+                pass
+        return [check_bytes(p, self.data[p], self.settings, self.describe) for p in paths]
+
+
+_SHARED: Optional[_Shared] = None  # set in the parent before its workers are forked
+
+
+def _check_inherited(paths: list[str]) -> list[FileResult]:
+    assert _SHARED is not None
+    return _SHARED.check(paths)
+
+
+def _check_bytes_args(args: tuple[str, bytes, Settings, bool]) -> FileResult:
+    return check_bytes(*args)
+
+
+def _run(work: list[list[str]], shared: _Shared, workers: int) -> Iterator[tuple[list[str], list[FileResult]]]:
+    """Each job's results; in `workers` processes when there are more than one. Forked workers
+    share the parent's project; where fork is not safe (macOS) or missing, groups stay in the
+    parent and only single files, sent as bytes, go to the pool."""
+    global _SHARED
+    if workers < 2:
+        yield from ((paths, shared.check(paths)) for paths in work)
+        return
+    if "fork" in multiprocessing.get_all_start_methods() and sys.platform != "darwin":
+        _SHARED = shared
+        try:
+            with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+                yield from zip(work, pool.map(_check_inherited, work, chunksize=1))
+        finally:
+            _SHARED = None
+        return
+    singles = [paths for paths in work if len(paths) == 1]
+    yield from ((paths, shared.check(paths)) for paths in work if len(paths) > 1)
+    args = [(paths[0], shared.data[paths[0]], shared.settings, shared.describe) for paths in singles]
+    with ProcessPoolExecutor(min(workers, len(singles)) or 1) as pool:
+        yield from ((paths, [r]) for paths, r in zip(singles, pool.map(_check_bytes_args, args, chunksize=1)))
+
+
+@dataclass
+class _Stored:
+    """The cache as one run sees it: paths as given, content hashes computed once."""
+
+    cache: Optional[Cache]
+    hashes: dict[str, str]
+    settings: Settings
+    describe: bool
+
+    def group(self, paths: list[str]) -> Group:
+        if self.cache is None or len(paths) < 2:
+            return ()
+        return tuple(sorted((os.path.abspath(p), self.hashes[p]) for p in paths))
+
+    def get(self, path: str, group: Group) -> Optional[list[Finding]]:
+        if self.cache is None:
+            return None
+        return self.cache.findings(os.path.abspath(path), self.hashes[path], group, self.describe)
+
+    def put(self, result: FileResult, group: Group) -> FileResult:
+        if self.cache is not None and result.error is None:
+            self.cache.store(os.path.abspath(result.path), self.hashes[result.path], group, self.describe,
+                             result.findings)
+        return result
+
+
+def _plan(data: dict[str, bytes], stored: _Stored) -> tuple[Optional[Project], list[list[str]], list[FileResult]]:
+    """The project, the groups of linked modules still to check, and the grouped modules'
+    findings the cache already holds; an unchanged tree takes its plan from the cache too."""
+    from .project import Index, Project
 
     if not any(PREFILTER.encode() in content for content in data.values()):
-        return []  # nothing can backpropagate: no module to link
+        return None, [], []  # nothing can backpropagate: no module to link
+    candidates = sorted(p for p, content in data.items() if p.endswith(".py") and b"import" in content)
+    given = {os.path.abspath(p): p for p in candidates}
+    key = _state(Index(candidates), stored) if stored.cache else ""
+    planned = stored.cache.plan(sorted(given), key) if stored.cache else None
+    if planned is not None:
+        results = _cached_groups(planned, given, stored)
+        if results is not None:
+            return None, [], results
     texts: dict[str, str] = {}
-    for path, content in data.items():
-        if path.endswith(".py") and b"import" in content:
-            try:
-                texts[path] = decode(content)
-            except (SyntaxError, UnicodeDecodeError, LookupError):
-                continue  # check_bytes reports it
+    for path in candidates:
+        try:
+            texts[path] = decode(data[path])
+        except (SyntaxError, UnicodeDecodeError, LookupError):
+            continue  # check_bytes reports it
     try:
         project = Project(texts)
         groups = project.plan()
     except (RecursionError, MemoryError, ValueError):
-        return []  # deeply nested text: every module is checked alone, as before
-    results: list[FileResult] = []
+        return None, [], []  # deeply nested text: every module is checked alone, as before
+    if stored.cache:
+        stored.cache.store_plan(sorted(given), key, [[os.path.abspath(p) for p in g] for g in groups])
+    cached: list[FileResult] = []
+    todo = []
     for group in groups:
-        try:
-            found = check_group(project, group, settings)
-        except Exception:  # noqa: BLE001 - a bug in linking must not lose the modules' own findings
-            continue
-        results += [FileResult(path, check_source(texts[path], settings, describe, found[path])) for path in group]
+        found = [stored.get(path, stored.group(group)) for path in group]
+        if all(f is not None for f in found):
+            cached += [FileResult(path, f or []) for path, f in zip(group, found)]
+        else:
+            todo.append(group)
+    return project, todo, cached
+
+
+def _cached_groups(planned: list[list[str]], given: dict[str, str], stored: _Stored) -> Optional[list[FileResult]]:
+    """Every grouped module's findings from the cache, or None when one is missing."""
+    results = []
+    for group in planned:
+        paths = [given.get(a, "") for a in group]
+        signature = stored.group(paths) if all(paths) else ()
+        for path in paths:
+            found = stored.get(path, signature) if signature else None
+            if found is None:
+                return None
+            results.append(FileResult(path, found))
     return results
+
+
+def _state(index: Index, stored: _Stored) -> str:
+    """What a plan depends on: the candidate modules' contents and which folders are packages."""
+    parts = [f"{absolute}\0{stored.hashes[path]}" for absolute, path in sorted(index.paths.items())]
+    parts += [f"{folder}\0{flag}" for folder, flag in sorted(index.packages.items())]
+    return content_hash("\n".join(parts).encode())
 
 
 def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) -> Iterator[tuple[str, Optional[str]]]:
@@ -200,15 +334,16 @@ def _is_virtualenv(folder: str) -> bool:
 
 def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: int = 1,
                config: Optional[Config] = None, force_exclude: bool = False,
-               describe: bool = True) -> list[FileResult]:
+               describe: bool = True, cache: Optional[Cache] = None) -> list[FileResult]:
     """Check files and directories; results sorted by path, per-file ignores applied;
-    `describe=False` leaves fix descriptions out (they cost a second parse)."""
+    `describe=False` leaves fix descriptions out (they cost a second parse); `cache`: findings
+    of unchanged files are read from it, and what is found is written to it."""
     config = config or Config()
     settings = settings or config.settings
     found = list(discover(list(paths), config, force_exclude))
     results = [FileResult(path, error=error) for path, error in found if error]
     files = sorted({path for path, error in found if not error})
-    results += _check_all(files, settings, describe, jobs)
+    results += _check_all(files, settings, describe, jobs, cache)
     for result in results:
         ignored = config.ignored_for(result.path)
         if ignored:

@@ -30,6 +30,7 @@ from .sites import Sites
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)", re.M)
 _DEF = re.compile(r"\bdef[ \t]+(\w+)")
+_WORD = re.compile(r"\w+")
 MAX_HOPS = 5  # re-exports followed through `__init__` modules
 
 
@@ -63,7 +64,7 @@ class Index:
 
     def __init__(self, paths: Iterable[str]) -> None:
         self.paths = {os.path.abspath(p): p for p in paths if p.endswith(".py")}
-        self._packages: dict[str, bool] = {}
+        self.packages: dict[str, bool] = {}
         self._memo: dict[tuple[str, str], Optional[str]] = {}
         self.names: dict[str, list[str]] = {}
         self.roots: dict[str, str] = {}
@@ -73,9 +74,9 @@ class Index:
             self.roots[absolute] = root
 
     def _is_package(self, folder: str) -> bool:
-        if folder not in self._packages:
-            self._packages[folder] = os.path.isfile(os.path.join(folder, "__init__.py"))
-        return self._packages[folder]
+        if folder not in self.packages:
+            self.packages[folder] = os.path.isfile(os.path.join(folder, "__init__.py"))
+        return self.packages[folder]
 
     def _name(self, absolute: str) -> tuple[str, str]:
         folder, base = os.path.split(absolute)
@@ -133,6 +134,9 @@ class Unit:
     relevant: Optional[set[str]] = None  # its function names that can perform an event (once parsed)
     deps: set[str] = field(default_factory=set)  # the project modules whose functions it calls
     linked: frozenset[str] = frozenset()  # the names it calls of those functions
+    targets: Optional[list[tuple[str, Optional[str], str]]] = None  # Project._targets
+    words: Optional[set[str]] = None  # _words
+    calls: dict[str, set[str]] = field(default_factory=dict)  # prefix -> names called as `prefix.name(`
 
 
 class Project:
@@ -190,35 +194,52 @@ class Project:
         """Names `unit` calls that are functions of active modules able to perform an event
         (a cheap superset: by name, where its text calls them); records those modules."""
         names: set[str] = set()
+        for module, name, local in self._targets(unit):
+            if module not in active:
+                continue
+            if name is not None:  # `from pkg.mod import f [as g]`, and its text names `g`
+                if self._can_step(module, name):
+                    names.add(local)
+                    unit.deps.add(module)
+                continue
+            called = {n for n in self._called_on(unit, local) if self._can_step(module, n)}
+            if called:  # `import pkg.mod [as m]` or `from pkg import mod`, and `m.f(` in its text
+                names |= called
+                unit.deps.add(module)
+        return frozenset(names)
+
+    def _targets(self, unit: Unit) -> list[tuple[str, Optional[str], str]]:
+        """(module, function or None for the module itself, local name) for each import of a
+        project module; resolved once, as the plan's passes only learn which can step."""
+        if unit.targets is not None:
+            return unit.targets
+        unit.targets = []
         for imported in unit.imports:
-            if imported.name is None:  # `import pkg.mod [as m]`: `pkg.mod.f(` or `m.f(`
+            if imported.name is None:
                 found = self.index.module(unit.path, imported.module)
                 plain = imported.local == imported.module.split(".")[0]
-                prefix = imported.module if plain else imported.local
-            else:
-                qualified = _joined(imported.module, imported.name)
-                origin = self.origin(unit.path, qualified)
-                if origin is not None and origin[0] in active and self._can_step(*origin):
-                    if re.search(rf"\b{re.escape(imported.local)}\b", unit.text):
-                        names.add(imported.local)
-                        unit.deps.add(origin[0])
-                    continue
-                found, prefix = self.index.module(unit.path, qualified), imported.local  # `from pkg import mod`
-            if found in active and found != unit.path:
-                names |= self._called_on(unit, prefix, found)
-        return frozenset(names)
+                if found is not None and found != unit.path:
+                    unit.targets.append((found, None, imported.module if plain else imported.local))
+                continue
+            qualified = _joined(imported.module, imported.name)
+            origin = self.origin(unit.path, qualified)
+            if origin is not None and imported.local in _words(unit):
+                unit.targets.append((origin[0], origin[1], imported.local))
+            found = self.index.module(unit.path, qualified)  # `from pkg import mod`
+            if found is not None and found != unit.path:
+                unit.targets.append((found, None, imported.local))
+        return unit.targets
 
     def _can_step(self, module: str, name: str) -> bool:
         """Whether function `name` of `module` can perform an event; the module is parsed only
         when its text defines such a function (a class or a constant is not worth a parse)."""
         return _defines(self.units[module], name) and name in self.relevant(self.units[module])
 
-    def _called_on(self, unit: Unit, prefix: str, module: str) -> set[str]:
-        called = set(re.findall(rf"\b{re.escape(prefix)}\.(\w+)\s*\(", unit.text))
-        called = {name for name in called if self._can_step(module, name)}
-        if called:
-            unit.deps.add(module)
-        return called
+    def _called_on(self, unit: Unit, prefix: str) -> set[str]:
+        """The names its text calls as `prefix.name(`."""
+        if prefix not in unit.calls:
+            unit.calls[prefix] = set(re.findall(rf"\b{re.escape(prefix)}\.(\w+)\s*\(", unit.text))
+        return unit.calls[prefix]
 
     def origin(self, importer: str, qualified: str) -> Optional[tuple[str, str]]:
         """The module that defines what `qualified` names in `importer`, and its name there
@@ -233,6 +254,13 @@ class Project:
                 return module, ".".join(rest)
             importer, qualified = module, ".".join([_joined(again.module, again.name or ""), *rest[1:]])
         return None
+
+
+def _words(unit: Unit) -> set[str]:
+    """The identifiers (and other words) of its text."""
+    if unit.words is None:
+        unit.words = set(_WORD.findall(unit.text))
+    return unit.words
 
 
 def _defines(unit: Unit, name: str) -> bool:

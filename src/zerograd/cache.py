@@ -1,0 +1,185 @@
+"""The on-disk cache (interface.md, "Whole projects and the cache"): what a run found in each
+file, keyed by the file's content hash, the zerograd build and the settings, so that a second
+run over an unchanged tree parses nothing.
+
+Two kinds of entry, one small file each: a file's findings, with the (path, hash) of the modules
+it was linked with (none when it was analysed alone), and a project's plan (which modules are
+linked, project.py). Each entry carries a checksum of its body and the key it was written
+under: one that cannot be read, fails its checksum or answers another key is a miss, and the
+run rewrites it. Writes go to a temporary file in the same folder that os.replace puts in place,
+so a reader sees the old entry or the new one, never part of either: with -j N (only the parent
+process writes) and with two runs at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from functools import cache
+from typing import Any, Optional
+
+from . import __version__
+from .model import Finding, Settings, Span
+from .rules import FIXABLE
+
+FORMAT = 1  # of the entries; bumped when their layout changes
+NAME = ".zerograd_cache"
+ENV = "ZEROGRAD_CACHE_DIR"
+Group = tuple[tuple[str, str], ...]  # (absolute path, content hash) of the modules linked together
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@cache
+def build_id() -> str:
+    """The version and the size and mtime of zerograd's own modules: an edited checkout (an
+    editable install) invalidates the cache as a new release does."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    parts = [__version__, str(FORMAT), sys.version]
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".py"):
+            info = os.stat(os.path.join(folder, name))
+            parts.append(f"{name}:{info.st_size}:{info.st_mtime_ns}")
+    return content_hash("\0".join(parts).encode())
+
+
+def cache_folder(flag: Optional[str], configured: Optional[str], root: str) -> str:
+    """`--cache-dir`, else `ZEROGRAD_CACHE_DIR` (both from the working directory), else
+    `cache-dir` of the config, else `.zerograd_cache`, in the config's folder (or the working
+    directory without one)."""
+    chosen = flag or os.environ.get(ENV)
+    if chosen:
+        return os.path.abspath(os.path.expanduser(chosen))
+    return os.path.join(root, os.path.expanduser(configured or NAME))
+
+
+@dataclass
+class Entry:
+    """A file's findings as a run left them (noqa applied, per-file ignores not yet)."""
+
+    sha: str
+    group: Group
+    describe: bool
+    findings: list[Finding]
+
+
+class Cache:
+    def __init__(self, folder: str, settings: Settings) -> None:
+        self.folder = folder
+        self.scope = content_hash(f"{build_id()}\0{settings!r}".encode())
+        self.writable = True
+
+    # --- findings ---------------------------------------------------------------------------
+
+    def entry(self, path: str) -> Optional[Entry]:
+        """The last entry written for the file at `path` (absolute), whatever its content."""
+        body = self._load("file", path)
+        if body is None:
+            return None
+        try:
+            group = tuple((str(p), str(h)) for p, h in body["group"])
+            return Entry(str(body["sha"]), group, bool(body["describe"]), [_finding(f) for f in body["findings"]])
+        except (KeyError, TypeError, ValueError):
+            return None
+
+    def findings(self, path: str, sha: str, group: Group, describe: bool) -> Optional[list[Finding]]:
+        """The cached findings of `path` with content `sha`, linked with `group`; None: a miss."""
+        entry = self.entry(path)
+        if entry is None or entry.sha != sha or entry.group != group:
+            return None
+        if describe and not entry.describe and any(f.code in FIXABLE for f in entry.findings):
+            return None  # written without fix descriptions, which this format prints
+        return entry.findings if describe else [replace(f, fix=None) for f in entry.findings]
+
+    def store(self, path: str, sha: str, group: Group, describe: bool, findings: list[Finding]) -> None:
+        if any(f.code == "ZG901" for f in findings):
+            return  # an internal error is not a fact about the file
+        self._save("file", path, {"sha": sha, "group": [list(m) for m in group], "describe": describe,
+                                  "findings": [_row(f) for f in findings]})
+
+    # --- plans ------------------------------------------------------------------------------
+
+    def plan(self, paths: list[str], key: str) -> Optional[list[list[str]]]:
+        """The groups planned for these files (absolute paths) when their state was `key`."""
+        body = self._load("plan", "\0".join(paths))
+        if body is None or body.get("key") != key:
+            return None
+        try:
+            return [[str(p) for p in group] for group in body["groups"]]
+        except TypeError:
+            return None
+
+    def store_plan(self, paths: list[str], key: str, groups: list[list[str]]) -> None:
+        self._save("plan", "\0".join(paths), {"key": key, "groups": groups})
+
+    # --- storage ----------------------------------------------------------------------------
+
+    def _file(self, kind: str, name: str) -> str:
+        return os.path.join(self.folder, kind, content_hash(f"{self.scope}\0{name}".encode()) + ".json")
+
+    def _load(self, kind: str, name: str) -> Optional[dict[str, Any]]:
+        try:
+            with open(self._file(kind, name), "rb") as handle:
+                check, _, payload = handle.read().partition(b"\n")
+            if content_hash(payload) != check.decode("ascii"):
+                return None
+            body = json.loads(payload)
+        except (OSError, ValueError):
+            return None
+        if not isinstance(body, dict) or body.get("scope") != self.scope or body.get("name") != name:
+            return None  # another build's, settings' or file's entry (or a collision): never trusted
+        return body
+
+    def _save(self, kind: str, name: str, body: dict[str, Any]) -> None:
+        if not self.writable:
+            return
+        payload = json.dumps({"scope": self.scope, "name": name, **body}, separators=(",", ":")).encode()
+        target = self._file(kind, name)
+        try:
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            self._mark()
+            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
+            try:
+                with os.fdopen(handle, "wb") as out:
+                    out.write(content_hash(payload).encode() + b"\n" + payload)
+                os.replace(temporary, target)
+            except BaseException:
+                os.unlink(temporary)
+                raise
+        except OSError as error:
+            self.writable = False  # warn once, then run on without a cache
+            print(f"zerograd: warning: cannot write the cache in {self.folder}: {error.strerror or error}",
+                  file=sys.stderr)
+
+    def _mark(self) -> None:
+        """A `.gitignore` with `*` (the folder never shows up in `git status`) and a
+        CACHEDIR.TAG (backup tools skip it), written once."""
+        ignore = os.path.join(self.folder, ".gitignore")
+        if not os.path.exists(ignore):
+            with open(ignore, "w") as out:
+                out.write("# Automatically created by zerograd.\n*\n")
+            with open(os.path.join(self.folder, "CACHEDIR.TAG"), "w") as out:
+                out.write("Signature: 8a477f597d28d172789f06886806bc55\n# zerograd's cache\n")
+
+
+def _row(finding: Finding) -> list[Any]:
+    span = finding.span
+    return [finding.code, finding.message, span.line, span.col, span.end_line, span.end_col, finding.fix,
+            list(finding.cell) if finding.cell else None]
+
+
+def _finding(row: Any) -> Finding:
+    code, message, line, col, end_line, end_col, fix, cell = row
+    numbers = (line, col, end_line, end_col)
+    if not (isinstance(code, str) and isinstance(message, str) and all(type(n) is int for n in numbers)):
+        raise ValueError("malformed finding")
+    if fix is not None and not isinstance(fix, str):
+        raise ValueError("malformed fix")
+    located = None if cell is None else (int(cell[0]), int(cell[1]))
+    return Finding(code, message, Span(line, col, end_line, end_col), fix, located)
