@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -22,9 +24,9 @@ def zerograd(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[bytes]
 
 
 def test_flake8_prints_what_zerograd_prints_on_all_fixtures() -> None:
-    ours = [line for line in zerograd("-j", "1", "fixtures").stdout.decode().splitlines()
-            if ".ipynb:" not in line and "projects" not in line]
     theirs = [line for line in flake8("fixtures").stdout.decode().splitlines() if "projects" not in line]
+    ours = [line for line in zerograd("-j", "1", "--no-cache", "fixtures").stdout.decode().splitlines()
+            if ".ipynb:" not in line and "projects" not in line]
     assert len(ours) > 40
     assert sorted(theirs) == sorted(ours)
 
@@ -35,6 +37,26 @@ def test_flake8_analyses_each_module_alone() -> None:
     theirs = flake8("fixtures/projects/split").stdout.decode().splitlines()
     assert [line.split(": ")[0] + " " + line.split()[1] for line in theirs] == [
         "fixtures/projects/split/mylib/steps.py:19:5 ZG005"]
+
+
+def test_flake8_takes_linked_findings_from_the_cache_while_they_hold(tmp_path: Path) -> None:
+    """After a `zerograd` run the plugin reports what that run found for each unchanged module
+    (README); once a module it was linked with changes, it analyses the module alone again."""
+    shutil.copytree(ROOT / "fixtures" / "projects" / "split", tmp_path / "split")
+    env = {k: v for k, v in os.environ.items() if k != "ZEROGRAD_CACHE_DIR"}
+
+    def found(command: list[str]) -> list[str]:
+        out = subprocess.run(command, capture_output=True, cwd=tmp_path, env=env, timeout=300).stdout.decode()
+        return sorted(line.split(": ")[0] + " " + line.split()[1] for line in out.splitlines())
+
+    plugin = [sys.executable, "-m", "flake8", "--select", "ZG", "split"]
+    alone = ["split/mylib/steps.py:19:5 ZG005"]
+    assert found(plugin) == alone
+    linked = found([sys.executable, "-m", "zerograd", "split"])
+    assert linked == ["split/train_leak.py:11:9 ZG001", "split/train_lost.py:11:9 ZG002"]
+    assert found(plugin) == linked
+    (tmp_path / "split" / "train_ok.py").write_text("import torch\n")
+    assert found(plugin) == alone  # the five modules were one group: none of its entries holds
 
 
 def test_flake8_parallel_equals_serial() -> None:

@@ -1,18 +1,23 @@
 """The flake8 adapter: the engine knows nothing of flake8; this maps findings to flake8 tuples.
 
 libcst is imported inside run() only (through the engine's prefilter), so flake8 starts as fast
-with the plugin installed as without it.
+with the plugin installed as without it. flake8 hands over one file at a time: a module whose
+findings depend on other modules (project.py) gets them from the cache a `zerograd` run left,
+when that entry still matches the file and every module it was linked with; otherwise the
+module is analysed alone.
 """
 
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Iterator, Sequence
-from typing import Any
+from functools import cache
+from typing import Any, Optional
 
 from . import __version__
 from .config import settings_from
-from .model import Settings
+from .model import Finding, Settings
 
 Result = tuple[int, int, str, type]
 
@@ -48,9 +53,53 @@ class ZeroGradPlugin:
         from .engine import lint_source
 
         try:
-            findings = lint_source("".join(self.lines), self.settings, self.tree)
+            findings = self._cached()
+            if findings is None:
+                findings = lint_source("".join(self.lines), self.settings, self.tree)
         except Exception as error:  # noqa: BLE001 - flake8 must never see a traceback from us
             yield 1, 0, f"ZG901 internal error: {type(error).__name__}: {error}".splitlines()[0], type(self)
             return
         for finding in findings:
             yield finding.line, finding.col, f"{finding.code} {finding.message}", type(self)
+
+    def _cached(self) -> Optional[list[Finding]]:
+        """The findings a `zerograd` run cached for this file, if it and the modules it was
+        linked with are unchanged on disk and flake8 checks the file as it is on disk."""
+        from .cache import Cache, content_hash
+        from .files import decode, read_file
+
+        if not self.filename or self.filename in ("-", "stdin") or not os.path.isfile(self.filename):
+            return None
+        path = os.path.abspath(self.filename)
+        folder = _cache_folder(os.path.dirname(path))
+        entry = Cache(folder, self.settings).entry(path) if folder is not None else None
+        if entry is None:
+            return None
+        data, _ = read_file(path)
+        if data is None or content_hash(data) != entry.sha:
+            return None
+        try:
+            if decode(data).lstrip("\ufeff") != "".join(self.lines).lstrip("\ufeff"):
+                return None  # flake8 was given other text for this name
+        except (SyntaxError, UnicodeDecodeError, LookupError):
+            return None
+        for member, sha in entry.group:
+            other, _ = read_file(member)
+            if other is None or content_hash(other) != sha:
+                return None  # a module it was linked with changed since: analyse it alone
+        return entry.findings
+
+
+@cache
+def _cache_folder(folder: str) -> Optional[str]:
+    """Where the CLI run from the same place keeps its cache (config found from the file up)."""
+    from .cache import cache_folder
+    from .config import ConfigError, find_pyproject, load_config
+
+    try:
+        found = find_pyproject(folder)
+        config = load_config(found) if found is not None else None
+    except (ConfigError, OSError):
+        return None
+    root = str(config.root) if config is not None else os.getcwd()
+    return cache_folder(None, config.cache_dir if config is not None else None, root)

@@ -1,0 +1,168 @@
+"""The on-disk cache: a warm run parses nothing and prints what a cold run prints; an edited
+callee changes its caller's finding; bad, foreign and unwritable entries are never trusted."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import zerograd.engine
+import zerograd.files
+import zerograd.project
+from zerograd.cache import Cache
+from zerograd.cli import main
+from zerograd.model import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+SPLIT = ROOT / "fixtures" / "projects" / "split"
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def split(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the split project, the working directory, its cache in `.zerograd_cache`."""
+    shutil.copytree(SPLIT, tmp_path / "split")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ZEROGRAD_CACHE_DIR")
+    return tmp_path / "split"
+
+
+def _broken(*_: object, **__: object) -> None:
+    raise AssertionError("a warm run parsed or planned")
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+@pytest.mark.parametrize("form", ["text", "json"])
+def test_warm_run_prints_the_cold_run_and_parses_nothing(capsys: pytest.CaptureFixture[str], jobs: str, form: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    args = ("--format", form, "-j", jobs, str(ROOT / "fixtures"))
+    cold = cli(capsys, "--no-cache", *args)
+    assert cli(capsys, *args) == cold  # fills the cache
+    for module, name in ((zerograd.files, "check_bytes"), (zerograd.project, "check_group"),
+                         (zerograd.project.Project, "plan"), (zerograd.engine, "lint_source")):
+        monkeypatch.setattr(module, name, _broken)
+    warm = cli(capsys, *args)
+    assert warm == cold and cold[0] == 1 and cold[1].count("ZG0") > 40
+
+
+def test_editing_a_callee_changes_the_callers_finding(capsys: pytest.CaptureFixture[str], split: Path) -> None:
+    def leaks() -> list[str]:
+        return [line for line in cli(capsys, "split")[1].splitlines() if "train_leak.py" in line]
+
+    assert [line.split(": ")[1][:5] for line in leaks()] == ["ZG001"]
+    steps = split / "mylib" / "steps.py"
+    original = steps.read_text()
+    steps.write_text(original.replace("    optimizer.step()\n\n\ndef update",
+                                      "    optimizer.step()\n    optimizer.zero_grad()\n\n\ndef update"))
+    assert leaks() == []  # train_leak.py is unchanged: its entry named the old steps.py
+    steps.write_text(original)
+    assert [line.split(": ")[1][:5] for line in leaks()] == ["ZG001"]
+
+
+def test_cache_folder_carries_a_gitignore_and_no_cache_writes_nothing(capsys: pytest.CaptureFixture[str],
+                                                                       split: Path) -> None:
+    folder = split.parent / ".zerograd_cache"
+    cli(capsys, "--no-cache", "split")
+    assert not folder.exists()
+    cli(capsys, "split")
+    assert "*" in (folder / ".gitignore").read_text().splitlines()
+    assert (folder / "CACHEDIR.TAG").read_text().startswith("Signature: 8a477f597d28d172789f06886806bc55")
+    (split.parent / "pyproject.toml").write_text('[tool.zerograd]\ncache-dir = "elsewhere"\n')
+    cli(capsys, "split")
+    assert (split.parent / "elsewhere" / ".gitignore").exists()
+
+
+def _entries(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*/*.json"))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage", "empty", "checksum", "swapped"])
+def test_bad_entries_are_ignored_and_rewritten(capsys: pytest.CaptureFixture[str], split: Path, damage: str) -> None:
+    folder = split.parent / ".zerograd_cache"
+    cold = cli(capsys, "split")
+    entries = _entries(folder)
+    assert len(entries) == 6  # five modules and one plan
+    contents = [e.read_bytes() for e in entries]
+    for number, entry in enumerate(entries):
+        data = contents[number]
+        entry.write_bytes({
+            "truncated": data[: len(data) // 2],
+            "garbage": os.urandom(64),
+            "empty": b"",
+            "checksum": data.replace(b"ZG00", b"ZG99") if b"ZG00" in data else data[:-2] + b"}}",
+            "swapped": contents[(number + 1) % len(contents)],  # intact, but another file's entry
+        }[damage])
+    assert cli(capsys, "split") == cold
+    cache = Cache(str(folder), Settings())
+    for path in sorted(split.rglob("*.py")):
+        entry = cache.entry(str(path))
+        assert entry is not None, path  # rewritten
+    assert cli(capsys, "split") == cold
+
+
+def test_unwritable_cache_warns_once_and_checks_anyway(capsys: pytest.CaptureFixture[str], split: Path) -> None:
+    blocker = split.parent / "file"
+    blocker.write_text("not a folder")
+    code, out, err = cli(capsys, "--cache-dir", str(blocker / "cache"), "split")
+    assert code == 1 and out.count("ZG00") == 2
+    assert err.count("warning: cannot write the cache") == 1
+
+
+def test_settings_are_part_of_the_key(capsys: pytest.CaptureFixture[str], split: Path) -> None:
+    assert cli(capsys, "split")[1].count("ZG00") == 2
+    assert cli(capsys, "--not-optimizer-names", "optimizer", "split")[1] == ""
+    assert cli(capsys, "split")[1].count("ZG00") == 2
+
+
+def test_fix_descriptions_are_not_lost_by_a_run_that_did_not_describe(capsys: pytest.CaptureFixture[str],
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    fixes = str(ROOT / "fixtures" / "fixes")
+    cold = cli(capsys, "--no-cache", "--format", "json", fixes)
+    assert any(item.get("fix") for item in json.loads(cold[1]))
+    cli(capsys, "--format", "text", fixes)  # entries without descriptions
+    assert cli(capsys, "--format", "json", fixes) == cold
+    assert cli(capsys, "--format", "json", fixes) == cold  # now described entries
+
+
+def test_two_runs_at_once_share_one_cache(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "zerograd", "-j", "2", "--cache-dir", str(tmp_path / "c"), "fixtures"]
+    expected = subprocess.run([*command, "--no-cache"], capture_output=True, cwd=ROOT, timeout=300).stdout
+    for _ in range(2):
+        runs = [subprocess.Popen(command, stdout=subprocess.PIPE, cwd=ROOT) for _ in range(2)]
+        assert [run.communicate(timeout=300)[0] for run in runs] == [expected, expected]
+    assert not list((tmp_path / "c").glob("*/.tmp-*"))  # no temporary file left behind
+
+
+def test_a_module_linked_with_others_is_not_served_its_entry_of_another_group(
+        capsys: pytest.CaptureFixture[str], split: Path) -> None:
+    """All five modules: train_ok.py calls update(), so steps.py has no step function. Without
+    train_ok.py the same, unchanged steps.py does (ZG005): its entry names the group it was in."""
+    assert "ZG005" not in cli(capsys, "split")[1]
+    subset = ["split/mylib/__init__.py", "split/mylib/steps.py", "split/train_leak.py"]
+    assert [line.split(": ")[0] for line in cli(capsys, *subset)[1].splitlines() if "ZG005" in line] == [
+        "split/mylib/steps.py:19:5"]
+    assert "ZG005" not in cli(capsys, "split")[1]
+
+
+def test_an_entry_answers_only_the_file_and_settings_it_was_written_for(tmp_path: Path) -> None:
+    cache = Cache(str(tmp_path), Settings())
+    cache.store("/a.py", "same", (), False, [])
+    written = Path(cache._file("file", "/a.py"))
+    for other, settings in (("/b.py", Settings()), ("/a.py", Settings(("opt",)))):
+        target = Path(Cache(str(tmp_path), settings)._file("file", other))
+        shutil.copy(written, target)
+        assert Cache(str(tmp_path), settings).entry(other) is None
+    assert cache.entry("/a.py") is not None
