@@ -26,9 +26,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from corpus import CACHE, extract, extract_repo, fetch, load_lock, pin_repos, update_lock
 
-from zerograd.engine import Report, inspect_source
+from zerograd.engine import PREFILTER, Report, inspect_source
 from zerograd.files import decode
+from zerograd.model import Settings
 from zerograd.notebook import NotebookError, read_notebook
+from zerograd.project import Project, inspect_group
 from zerograd.suppress import unsuppressed
 
 LOCK = "realcode.lock.json"
@@ -116,7 +118,7 @@ jadore801120/attention-is-all-you-need-pytorch bentrevett/pytorch-seq2seq bentre
 graykode/nlp-tutorial hunkim/PyTorchZeroToAll MorvanZhou/PyTorch-Tutorial rasbt/LLMs-from-scratch
 """.split()
 CODES = ["ZG001", "ZG002", "ZG003", "ZG004", "ZG005", "ZG900", "ZG901"]
-COLUMNS = ("files", "scopes", "stepfn", "capped")
+COLUMNS = ("files", "linked", "scopes", "stepfn", "capped")
 
 
 def main() -> int:
@@ -175,9 +177,15 @@ def _table(split: str, entries: list[tuple[str, str, dict[str, str]]], details: 
 
 
 def _scan(root: Path, details: list[str]) -> Counter[str]:
+    """One package or repository as one project (project.py): linked modules are analysed
+    together, every other file alone."""
     row: Counter[str] = Counter()
-    for path in sorted(p for p in root.rglob("*") if p.suffix in (".py", ".ipynb") and p.is_file()):
+    paths = sorted(p for p in root.rglob("*") if p.suffix in (".py", ".ipynb") and p.is_file())
+    grouped = _linked(paths, row, details)
+    for path in paths:
         row["files"] += 1
+        if path in grouped:
+            continue
         checked = _check(path)
         if checked is None:
             continue
@@ -189,6 +197,34 @@ def _scan(root: Path, details: list[str]) -> Counter[str]:
             row[finding.code] += 1
             details.append(f"{path.relative_to(CACHE / 'src')}:{where(finding)}: {finding.code} {finding.message}")
     return row
+
+
+def _linked(paths: list[Path], row: Counter[str], details: list[str]) -> set[Path]:
+    """Check the project's linked groups; the files they hold."""
+    texts = {}
+    for path in paths:
+        if path.suffix == ".py":
+            try:
+                texts[str(path)] = decode(path.read_bytes())
+            except (SyntaxError, UnicodeDecodeError, LookupError, OSError):
+                continue
+    if not any(PREFILTER in text for text in texts.values()):
+        return set()
+    project = Project(texts)
+    grouped: set[Path] = set()
+    for group in project.plan():
+        found, report = inspect_group(project, group, Settings())
+        row["linked"] += len(group)
+        row["scopes"] += report.scopes
+        row["stepfn"] += report.step_functions
+        row["capped"] += report.capped
+        for name in group:
+            grouped.add(Path(name))
+            for finding in unsuppressed(found[name], texts[name].splitlines()):
+                row[finding.code] += 1
+                details.append(f"{Path(name).relative_to(CACHE / 'src')}:{finding.line}:{finding.col + 1}: "
+                               f"{finding.code} {finding.message} [linked]")
+    return grouped
 
 
 COMPARED: Counter[str] = Counter()

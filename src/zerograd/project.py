@@ -330,6 +330,11 @@ class Linked:
 
 def check_group(project: Project, group: list[str], settings: Settings) -> dict[str, list[Finding]]:
     """Build the modules of one group in order, link them, and analyse them as one program."""
+    return inspect_group(project, group, settings)[0]
+
+
+def inspect_group(project: Project, group: list[str], settings: Settings) -> tuple[dict[str, list[Finding]], Report]:
+    """check_group, and how many scopes the linked program analysed (for the benchmarks)."""
     enabled = gc.isenabled()
     gc.disable()  # acyclic trees, freed by reference counting (engine.inspect_source)
     try:
@@ -339,7 +344,7 @@ def check_group(project: Project, group: list[str], settings: Settings) -> dict[
             gc.enable()
 
 
-def _check_group(project: Project, group: list[str], settings: Settings) -> dict[str, list[Finding]]:
+def _check_group(project: Project, group: list[str], settings: Settings) -> tuple[dict[str, list[Finding]], Report]:
     absolute = [os.path.abspath(p) for p in group]
     fronts: dict[str, Front] = {}
     results: dict[str, list[Finding]] = {}
@@ -352,14 +357,15 @@ def _check_group(project: Project, group: list[str], settings: Settings) -> dict
             results[path] = front.findings
         else:
             fronts[path] = front
+    report = Report([])
     if fronts:
         program, sites, order = _combine(fronts)
-        _, sited = analyse(program, sites)
+        report, sited = analyse(program, sites)
         for path in order:
             results.setdefault(path, [])
         for site, finding in sited:
             results[order[sites.module_of(site)]].append(finding)
-    return {project.index.paths[a]: found for a, found in results.items()}
+    return {project.index.paths[a]: found for a, found in results.items()}, replace(report, findings=[])
 
 
 def _link(project: Project, fronts: dict[str, Front], importer: str, qualified: str) -> Optional[str]:
