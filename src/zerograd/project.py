@@ -30,7 +30,6 @@ from .sites import Sites
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)", re.M)
 _DEF = re.compile(r"\bdef[ \t]+(\w+)")
-_WORD = re.compile(r"\w+")
 MAX_HOPS = 5  # re-exports followed through `__init__` modules
 
 
@@ -135,7 +134,6 @@ class Unit:
     deps: set[str] = field(default_factory=set)  # the project modules whose functions it calls
     linked: frozenset[str] = frozenset()  # the names it calls of those functions
     targets: Optional[list[tuple[str, Optional[str], str]]] = None  # Project._targets
-    words: Optional[set[str]] = None  # _words
     calls: dict[str, set[str]] = field(default_factory=dict)  # prefix -> names called as `prefix.name(`
 
 
@@ -168,8 +166,12 @@ class Project:
                 grown = self.relevant(unit) | self._relevant(unit, linked)
                 if grown != unit.relevant:
                     unit.relevant, changed = grown, True
-        groups = _components({a: self.units[a].deps for a in active})
-        return [[self.index.paths[a] for a in group] for group in groups if len(group) > 1]
+        groups = [group for group in _components({a: self.units[a].deps for a in active}) if len(group) > 1]
+        grouped = {a for group in groups for a in group}
+        for unit in self.units.values():
+            if unit.path not in grouped:
+                unit.tree = unit.scan = None  # only the groups' builds reuse their trees
+        return [[self.index.paths[a] for a in group] for group in groups]
 
     def relevant(self, unit: Unit) -> set[str]:
         """Its functions that can perform an event by themselves (parsed when first asked)."""
@@ -223,7 +225,7 @@ class Project:
                 continue
             qualified = _joined(imported.module, imported.name)
             origin = self.origin(unit.path, qualified)
-            if origin is not None and imported.local in _words(unit):
+            if origin is not None and re.search(rf"\b{re.escape(imported.local)}\b", unit.text):
                 unit.targets.append((origin[0], origin[1], imported.local))
             found = self.index.module(unit.path, qualified)  # `from pkg import mod`
             if found is not None and found != unit.path:
@@ -254,13 +256,6 @@ class Project:
                 return module, ".".join(rest)
             importer, qualified = module, ".".join([_joined(again.module, again.name or ""), *rest[1:]])
         return None
-
-
-def _words(unit: Unit) -> set[str]:
-    """The identifiers (and other words) of its text."""
-    if unit.words is None:
-        unit.words = set(_WORD.findall(unit.text))
-    return unit.words
 
 
 def _defines(unit: Unit, name: str) -> bool:
