@@ -74,6 +74,7 @@ class Cache:
         self.folder = folder
         self.scope = content_hash(f"{build_id()}\0{settings!r}".encode())
         self.writable = True
+        self.ready: set[str] = set()  # folders made (and the root marked) by this instance
 
     # --- findings ---------------------------------------------------------------------------
 
@@ -142,8 +143,7 @@ class Cache:
         payload = json.dumps({"scope": self.scope, "name": name, **body}, separators=(",", ":")).encode()
         target = self._file(kind, name)
         try:
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            self._mark()
+            self._prepare(os.path.dirname(target))
             handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
             try:
                 with os.fdopen(handle, "wb") as out:
@@ -157,9 +157,13 @@ class Cache:
             print(f"zerograd: warning: cannot write the cache in {self.folder}: {error.strerror or error}",
                   file=sys.stderr)
 
-    def _mark(self) -> None:
-        """A `.gitignore` with `*` (the folder never shows up in `git status`) and a
-        CACHEDIR.TAG (backup tools skip it), written once."""
+    def _prepare(self, folder: str) -> None:
+        """The entry folder, and in the cache's root a `.gitignore` with `*` (the folder never
+        shows up in `git status`) and a CACHEDIR.TAG (backup tools skip it); once per run."""
+        if folder in self.ready:
+            return
+        os.makedirs(folder, exist_ok=True)
+        self.ready.add(folder)
         ignore = os.path.join(self.folder, ".gitignore")
         if not os.path.exists(ignore):
             with open(ignore, "w") as out:

@@ -202,7 +202,9 @@ def _run(work: list[list[str]], shared: _Shared, workers: int) -> Iterator[tuple
     singles = [paths for paths in work if len(paths) == 1]
     yield from ((paths, shared.check(paths)) for paths in work if len(paths) > 1)
     args = [(paths[0], shared.data[paths[0]], shared.settings, shared.describe) for paths in singles]
-    with ProcessPoolExecutor(min(workers, len(singles)) or 1) as pool:
+    if not singles:
+        return
+    with ProcessPoolExecutor(min(workers, len(singles))) as pool:
         yield from ((paths, [r]) for paths, r in zip(singles, pool.map(_check_bytes_args, args, chunksize=1)))
 
 
@@ -243,10 +245,10 @@ def _plan(data: dict[str, bytes], stored: _Stored) -> tuple[Optional[Project], l
     given = {os.path.abspath(p): p for p in candidates}
     key = _state(Index(candidates), stored) if stored.cache else ""
     planned = stored.cache.plan(sorted(given), key) if stored.cache else None
-    if planned is not None:
-        results = _cached_groups(planned, given, stored)
-        if results is not None:
-            return None, [], results
+    if planned is not None and all(a in given for group in planned for a in group):
+        hits = [_cached_group([given[a] for a in group], stored) for group in planned]
+        if all(hit is not None for hit in hits):
+            return None, [], [result for hit in hits for result in hit or []]
     texts: dict[str, str] = {}
     for path in candidates:
         try:
@@ -263,25 +265,23 @@ def _plan(data: dict[str, bytes], stored: _Stored) -> tuple[Optional[Project], l
     cached: list[FileResult] = []
     todo = []
     for group in groups:
-        found = [stored.get(path, stored.group(group)) for path in group]
-        if all(f is not None for f in found):
-            cached += [FileResult(path, f or []) for path, f in zip(group, found)]
-        else:
+        hit = _cached_group(group, stored)
+        if hit is None:
             todo.append(group)
+        else:
+            cached += hit
     return project, todo, cached
 
 
-def _cached_groups(planned: list[list[str]], given: dict[str, str], stored: _Stored) -> Optional[list[FileResult]]:
-    """Every grouped module's findings from the cache, or None when one is missing."""
+def _cached_group(group: list[str], stored: _Stored) -> Optional[list[FileResult]]:
+    """Every module's findings from the cache, or None when one is missing."""
+    signature = stored.group(group)
     results = []
-    for group in planned:
-        paths = [given.get(a, "") for a in group]
-        signature = stored.group(paths) if all(paths) else ()
-        for path in paths:
-            found = stored.get(path, signature) if signature else None
-            if found is None:
-                return None
-            results.append(FileResult(path, found))
+    for path in group:
+        found = stored.get(path, signature)
+        if found is None:
+            return None
+        results.append(FileResult(path, found))
     return results
 
 

@@ -68,7 +68,7 @@ class ZeroGradPlugin:
         from .cache import Cache, content_hash
         from .files import decode, read_file
 
-        if not self.filename or self.filename in ("-", "stdin") or not os.path.isfile(self.filename):
+        if not self.filename or self.filename in ("-", "stdin"):
             return None
         path = os.path.abspath(self.filename)
         folder = _cache_folder(os.path.dirname(path))

@@ -199,7 +199,7 @@ class Project:
         for module, name, local in self._targets(unit):
             if module not in active:
                 continue
-            if name is not None:  # `from pkg.mod import f [as g]`, and its text names `g`
+            if name is not None:  # `from pkg.mod import f [as g]`
                 if self._can_step(module, name):
                     names.add(local)
                     unit.deps.add(module)
@@ -225,7 +225,7 @@ class Project:
                 continue
             qualified = _joined(imported.module, imported.name)
             origin = self.origin(unit.path, qualified)
-            if origin is not None and re.search(rf"\b{re.escape(imported.local)}\b", unit.text):
+            if origin is not None:
                 unit.targets.append((origin[0], origin[1], imported.local))
             found = self.index.module(unit.path, qualified)  # `from pkg import mod`
             if found is not None and found != unit.path:
