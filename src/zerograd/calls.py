@@ -119,6 +119,7 @@ class Calls:
         bindings: list[tuple[str, str]] = []
         if receiver is not None and params and params[0] in ("self", "cls"):
             bindings.append((params[0], receiver))
+            bindings.extend(self._field_bindings(receiver, params[0], ctx))
             params = params[1:]
         funcs: list[tuple[str, int, str]] = []
         for position, arg in enumerate(call.args if args is None else args):
@@ -173,16 +174,51 @@ class Calls:
         return None
 
     def _instance_class(self, receiver: str, ctx: Context) -> Optional[ClassInfo]:
-        name = None
-        if receiver.startswith("self.") and ctx.cls is not None:
-            name = ctx.cls.attributes.get(receiver)
+        built = self._instance(receiver, ctx)
+        return self.info.classes.get(built[0]) if built is not None else None
+
+    def _instance(self, receiver: str, ctx: Context) -> Optional[tuple[str, cst.Call, str]]:
+        """The class `receiver` is an instance of, the call that built it, and where: "here" (this
+        scope), "class" (a `self.x` built in a method of this class) or "outer"."""
+        if receiver.startswith("self.") and ctx.cls is not None and receiver in ctx.cls.attributes:
+            return ctx.cls.attributes[receiver], ctx.cls.built[receiver], "class"
         scope = ctx.function
-        while name is None and scope is not None:
-            facts = self.info.facts[id(scope)]
-            name = facts.instances.get(receiver)
+        while True:
+            facts = self.info.facts_of(scope)
+            if receiver in facts.instances:
+                return facts.instances[receiver], facts.built[receiver], "here" if scope is ctx.function else "outer"
+            if scope is None:
+                return None
             scope = facts.parent
-        name = name or self.info.module.instances.get(receiver)
-        return self.info.classes.get(name) if name else None
+
+    def _field_bindings(self, receiver: str, me: str, ctx: Context) -> list[tuple[str, str]]:
+        """`t = Trainer(model, opt)` and `self.optimizer = optimizer` in Trainer.__init__: in
+        `t.m()`, the method's `self.optimizer` is the caller's `opt` (one optimizer, not two)."""
+        built = self._instance(receiver, ctx)
+        cls = self.info.classes.get(built[0]) if built is not None else None
+        init = self.method(cls, "__init__") if cls is not None else None
+        owner = self.info.facts[id(init)].cls if init is not None else None
+        if built is None or init is None or owner is None:
+            return []
+        params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
+        handed = _handed(built[1], params)
+        found = []
+        for attr, param in owner.fields.items():
+            value = handed.get(param)
+            key = self._handed_key(value, built[2], ctx) if value is not None else None
+            if key is not None:
+                found.append((f"{me}.{attr}", key))
+        return found
+
+    def _handed_key(self, value: cst.BaseExpression, where: str, ctx: Context) -> Optional[str]:
+        """A constructor's argument in the words of the scope that calls the instance's method."""
+        key = self.key(value, ctx)
+        if where == "here" or (where == "class" and key.startswith("self.")):
+            return key
+        if where == "class" and ctx.cls is not None:
+            # `self.trainer = Trainer(model, optimizer)` in an __init__ that keeps `self.opt = optimizer`.
+            return next((f"self.{attr}" for attr, param in ctx.cls.fields.items() if param == key), None)
+        return None
 
     def method(self, cls: ClassInfo, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
         if name in cls.methods:
@@ -196,3 +232,15 @@ class Calls:
 
     def _facts(self, ctx: Context) -> FunctionFacts:
         return self.info.facts_of(ctx.function)
+
+
+def _handed(call: cst.Call, params: list[str]) -> dict[str, cst.BaseExpression]:
+    """The receivers a call hands each named parameter (positions up to the first star)."""
+    handed: dict[str, cst.BaseExpression] = {}
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            break
+        name = arg.keyword.value if arg.keyword else (params[position] if position < len(params) else None)
+        if name is not None and isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
+            handed[name] = arg.value
+    return handed

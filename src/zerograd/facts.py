@@ -40,6 +40,8 @@ class ClassInfo:
     methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
     bases: list[str] = field(default_factory=list)
     attributes: dict[str, str] = field(default_factory=dict)  # `self.agent` -> class name
+    built: dict[str, cst.Call] = field(default_factory=dict)  # `self.agent` -> the call that built it
+    fields: dict[str, str] = field(default_factory=dict)  # `self.opt = optimizer` in __init__: opt -> optimizer
 
 
 @dataclass
@@ -50,6 +52,7 @@ class FunctionFacts:
     cleared: set[str] = field(default_factory=set)
     parameters: set[str] = field(default_factory=set)
     instances: dict[str, str] = field(default_factory=dict)  # `t` -> class name, from `t = T()`
+    built: dict[str, cst.Call] = field(default_factory=dict)  # `t` -> the call that built it
     partials: dict[str, cst.Call] = field(default_factory=dict)  # `step = partial(f, model, opt)`
     nested: dict[str, cst.FunctionDef] = field(default_factory=dict)  # defs in its body
     parent: Optional[cst.FunctionDef] = None  # the enclosing function (lexical scope)
@@ -153,6 +156,7 @@ class Collector:
         elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             self.assignment(targets, node.value)
+            self._field(targets, node.value)
             if any(isinstance(t, cst.Attribute) and t.attr.value == "grad" for t in targets):
                 self.facts.events = True  # `p.grad = None`
         for call in self.info.calls_of(node):
@@ -184,6 +188,17 @@ class Collector:
             keyword = arg.keyword.value if arg.keyword else ""
             if REGISTER_CALL.match(callee) or REGISTER_KEYWORD.match(keyword):
                 self.info.registered.add(handed_name)
+
+    def _field(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        """`self.opt = optimizer` in `__init__`: an instance's `opt` is what its constructor was handed."""
+        function, cls = self.function, self.cls
+        if cls is None or function is None or function.name.value != "__init__" or not isinstance(value, cst.Name):
+            return
+        if value.value not in self.facts.parameters:
+            return
+        for target in targets:
+            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
+                cls.fields.setdefault(target.attr.value, value.value)
 
     def assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         if not isinstance(value, cst.Call):
@@ -221,8 +236,10 @@ class Collector:
             # An instance of a class defined here: its methods resolve (`self.agent.update()`).
             if key.startswith("self.") and self.cls is not None:
                 self.cls.attributes[key] = qualified
+                self.cls.built[key] = value
             else:
                 self.facts.instances[key] = qualified
+                self.facts.built[key] = value
 
 
 def parameters_owners(call: cst.Call) -> list[str]:

@@ -64,6 +64,7 @@ class Scan:
         self.parameters: dict[int, set[str]] = {}
         self.aliases: dict[str, str] = {}
         self.classes: set[str] = set()
+        self.members: dict[str, tuple[list[Definition], list[str]]] = {}  # class -> (methods, bases)
         self.assigned: list[tuple[int, ast.expr]] = []  # (function, callee of an assigned call)
         stack: list[tuple[ast.AST, int]] = [(node, 0) for node in tree.body]
         while stack:
@@ -87,6 +88,8 @@ class Scan:
         if isinstance(node, ast.ClassDef):
             self.facts.add(owner)
             self.classes.add(node.name)
+            methods = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            self.members[node.name] = (methods, [b.id for b in node.bases if isinstance(b, ast.Name)])
             return 0
         if isinstance(node, ast.Call):
             self._call(node, owner)
@@ -151,10 +154,27 @@ class Scan:
 
     def needed(self, linked: frozenset[str] = frozenset()) -> set[int]:
         """Functions whose bodies matter: mark_relevant's closure, and those holding facts."""
-        kept = self.relevant(linked) | self.facts
+        relevant = self.relevant(linked)
+        kept = relevant | self.facts | self._constructors(relevant)
         for owner, callee in self.assigned:
             if owner not in kept and _records(_qualify(callee, self.aliases), self.classes):
                 kept.add(owner)
+        return kept
+
+    def _constructors(self, relevant: set[int]) -> set[int]:
+        """The `__init__` of a class with a relevant method, and of its bases: the fields it sets
+        (`self.opt = optimizer`) bind what a caller constructed it with (calls._field_bindings)."""
+        kept: set[int] = set()
+        pending = [name for name, (methods, _) in self.members.items() if any(id(m) in relevant for m in methods)]
+        seen: set[str] = set()
+        while pending:
+            name = pending.pop()
+            if name in seen or name not in self.members:
+                continue
+            seen.add(name)
+            methods, bases = self.members[name]
+            kept.update(id(m) for m in methods if m.name == "__init__")
+            pending.extend(bases)
         return kept
 
 

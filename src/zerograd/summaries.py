@@ -216,10 +216,12 @@ def inward(target: str, call: Call, callee: Function) -> str:
 
 def outward(key: str, call: Call, callee: Function) -> Optional[str]:
     """The callee's optimizer as the caller names it (None: a local of the callee)."""
+    # The longest bound name first: `self.optimizer` (a constructor's argument) before `self`.
+    for param, bound in sorted(call.bindings, key=lambda b: -len(b[0])):
+        renamed = rebase(key, param, bound)
+        if renamed is not None:
+            return renamed
     root = root_of(key)
-    for param, bound in call.bindings:
-        if param == root:
-            return bound + key[len(root):]
     if root in callee.params or root in callee.local:
         return None
     return key
