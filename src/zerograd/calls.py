@@ -9,6 +9,7 @@ performs no event.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -81,8 +82,12 @@ class Calls:
 
     def _external_call(self, call: cst.Call, ctx: Context) -> Optional[list[Node]]:
         """A function imported from another module of the project (`from .steps import update`,
-        `steps.update(...)`): a Call bound to it when the modules are linked (project.py). The
-        callee's parameters are not known here, so positions stand for them."""
+        `steps.update(...)`), or a method of an imported class: a Call bound to it when the modules
+        are linked (project.py). The callee's parameters are not known here, so positions stand
+        for them."""
+        method = self._external_method(call, ctx)
+        if method is not None:
+            return method
         name = dotted(call.func)
         if name is None or self.link is None:
             return None
@@ -92,13 +97,46 @@ class Calls:
         target = self.link(self.info.qualify(call.func) or "")
         if target is None:
             return None
-        bindings: list[tuple[str, str]] = []
-        for position, arg in enumerate(call.args):
+        return [Call(self.sites.site(call), -1, tuple(self._positions(call.args, 0, ctx)), external=target)]
+
+    def _external_method(self, call: cst.Call, ctx: Context) -> Optional[list[Node]]:
+        """`t.train_step(b)` with `t = Trainer(model, opt)` of an imported class, or `self.m()` in a
+        subclass of one: the receiver is the method's first parameter (`#0`), and what the
+        constructor was handed is bound as `@parameter` (project.py turns those into fields)."""
+        func = call.func
+        if self.link is None or not isinstance(func, cst.Attribute):
+            return None
+        receiver, name = self.key(func.value, ctx), func.attr.value
+        built, cls = None, None
+        if receiver in ("self", "cls"):
+            qualified = self.info.inherited(ctx.cls, name) if ctx.cls is not None else None
+        else:
+            built = self._instance(receiver, ctx)
+            cls = self.info.classes.get(built[0]) if built is not None else None
+            qualified = self.info.inherited(cls, name) if cls is not None else built and f"{built[0]}.{name}"
+        target = self.link(qualified) if qualified else None
+        if target is None:
+            return None
+        bindings = [("#0", receiver)]
+        if built is not None and (cls is None or self.info.method(cls, "__init__") is None):
+            # The imported class's own __init__ receives the arguments (no local one in between).
+            handed = self._positions(built[1].args, 1, ctx, built[2])
+            bindings += [("@" + param, key) for param, key in handed]
+        bindings += self._positions(call.args, 1, ctx)
+        return [Call(self.sites.site(call), -1, tuple(bindings), external=target)]
+
+    def _positions(self, args: Sequence[cst.Arg], shift: int, ctx: Context,
+                   where: str = "here") -> list[tuple[str, str]]:
+        """(keyword or `#position`, caller's key) per argument, up to the first star."""
+        bindings = []
+        for position, arg in enumerate(args):
             if arg.star:
                 break
             if isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
-                bindings.append((arg.keyword.value if arg.keyword else f"#{position}", self.key(arg.value, ctx)))
-        return [Call(self.sites.site(call), -1, tuple(bindings), external=target)]
+                key = self._handed_key(arg.value, where, ctx)
+                if key is not None:
+                    bindings.append((arg.keyword.value if arg.keyword else f"#{position + shift}", key))
+        return bindings
 
     def _partial(self, func: cst.BaseExpression, ctx: Context) -> Optional[cst.Call]:
         """`step = functools.partial(train_step, model, opt)` for `step(batch)`: the bound call."""
@@ -165,11 +203,11 @@ class Calls:
             return None
         receiver = self.key(func.value, ctx)
         if receiver in ("self", "cls") and ctx.cls is not None:
-            method = self.method(ctx.cls, func.attr.value)
+            method = self.info.method(ctx.cls, func.attr.value)
             return (method, receiver) if method is not None else None
         cls = self._instance_class(receiver, ctx)
         if cls is not None:
-            method = self.method(cls, func.attr.value)
+            method = self.info.method(cls, func.attr.value)
             return (method, receiver) if method is not None else None
         return None
 
@@ -196,7 +234,7 @@ class Calls:
         `t.m()`, the method's `self.optimizer` is the caller's `opt` (one optimizer, not two)."""
         built = self._instance(receiver, ctx)
         cls = self.info.classes.get(built[0]) if built is not None else None
-        init = self.method(cls, "__init__") if cls is not None else None
+        init = self.info.method(cls, "__init__") if cls is not None else None
         owner = self.info.facts[id(init)].cls if init is not None else None
         if built is None or init is None or owner is None:
             return []
@@ -218,16 +256,6 @@ class Calls:
         if where == "class" and ctx.cls is not None:
             # `self.trainer = Trainer(model, optimizer)` in an __init__ that keeps `self.opt = optimizer`.
             return next((f"self.{attr}" for attr, param in ctx.cls.fields.items() if param == key), None)
-        return None
-
-    def method(self, cls: ClassInfo, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
-        if name in cls.methods:
-            return cls.methods[name]
-        for base in cls.bases if depth < 5 else ():
-            info = self.info.classes.get(base.rsplit(".", 1)[-1])
-            found = self.method(info, name, depth + 1) if info is not None and info is not cls else None
-            if found is not None:
-                return found
         return None
 
     def _facts(self, ctx: Context) -> FunctionFacts:

@@ -39,7 +39,7 @@ class ClassInfo:
     name: str
     methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
     bases: list[str] = field(default_factory=list)
-    attributes: dict[str, str] = field(default_factory=dict)  # `self.agent` -> class name
+    attributes: dict[str, str] = field(default_factory=dict)  # `self.agent` -> class name (as instances)
     built: dict[str, cst.Call] = field(default_factory=dict)  # `self.agent` -> the call that built it
     fields: dict[str, str] = field(default_factory=dict)  # `self.opt = optimizer` in __init__: opt -> optimizer
 
@@ -51,7 +51,7 @@ class FunctionFacts:
     stepped: set[str] = field(default_factory=set)
     cleared: set[str] = field(default_factory=set)
     parameters: set[str] = field(default_factory=set)
-    instances: dict[str, str] = field(default_factory=dict)  # `t` -> class name, from `t = T()`
+    instances: dict[str, str] = field(default_factory=dict)  # `t` -> class name (qualified if imported)
     built: dict[str, cst.Call] = field(default_factory=dict)  # `t` -> the call that built it
     partials: dict[str, cst.Call] = field(default_factory=dict)  # `step = partial(f, model, opt)`
     nested: dict[str, cst.FunctionDef] = field(default_factory=dict)  # defs in its body
@@ -90,6 +90,34 @@ class ModuleInfo:
 
     def facts_of(self, function: Optional[cst.FunctionDef]) -> FunctionFacts:
         return self.module if function is None else self.facts[id(function)]
+
+    def method(self, cls: ClassInfo, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
+        """Method `name` of `cls` or of its bases defined in this module."""
+        if name in cls.methods:
+            return cls.methods[name]
+        for base in cls.bases if depth < 5 else ():
+            info = self.classes.get(base.rsplit(".", 1)[-1])
+            found = self.method(info, name, depth + 1) if info is not None and info is not cls else None
+            if found is not None:
+                return found
+        return None
+
+    def inherited(self, cls: ClassInfo, name: str, depth: int = 0) -> Optional[str]:
+        """The qualified name of method `name` when `cls` takes it from an imported base
+        (`class MyTrainer(trainlib.Trainer)` -> `trainlib.Trainer.train_step`)."""
+        if name in cls.methods:
+            return None
+        for base in cls.bases if depth < 5 else ():
+            info = self.classes.get(base.rsplit(".", 1)[-1])
+            if info is not None and info is not cls:
+                found = self.inherited(info, name, depth + 1)
+            elif base.split(".", 1)[0] in self.aliases:
+                found = f"{self.aliases[base.split('.', 1)[0]]}{base[len(base.split('.', 1)[0]):]}.{name}"
+            else:
+                found = None
+            if found is not None:
+                return found
+        return None
 
 
 class Collector:
@@ -232,8 +260,9 @@ class Collector:
         elif qualified in ("functools.partial", "partial") and value.args and not value.args[0].star:
             if "." not in key:
                 self.facts.partials[key] = value
-        elif qualified in self.info.classes:
-            # An instance of a class defined here: its methods resolve (`self.agent.update()`).
+        elif qualified in self.info.classes or (dotted(value.func) or ".").split(".", 1)[0] in self.info.aliases:
+            # An instance of a class defined here: its methods resolve (`self.agent.update()`);
+            # or of an imported one, which calls.py links in a project (`trainlib.Trainer`).
             if key.startswith("self.") and self.cls is not None:
                 self.cls.attributes[key] = qualified
                 self.cls.built[key] = value

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Optional, Union
 
 import libcst as cst
@@ -21,7 +22,15 @@ from .optimizers import NON_TORCH_NUMERIC, OTHER_AUTOGRAD_ROOTS, TORCH_FAMILY, O
 from .scopes import Builder
 from .sites import Chunk, Sites
 
-Exports = dict[str, tuple[int, tuple[str, ...]]]
+
+@dataclass(frozen=True)
+class Exports:
+    """What other modules of a project may call: name (`f`, `Class.m`, inherited methods too) ->
+    (position in Program.functions, positional parameters); and per class, its `__init__`'s
+    positional parameters and the fields it keeps (`self.opt = optimizer`: opt -> optimizer)."""
+
+    functions: dict[str, tuple[int, tuple[str, ...]]]
+    fields: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]]
 
 # Names of per-batch update functions (rules.md section 3); `test_*` and `main` never are.
 STEP_NAMES = re.compile(
@@ -50,7 +59,7 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
     mark_relevant(info, linked)
     sites = Sites(chunks)
     if _other_autograd_only(info) or _not_pytorch(info):
-        return Program([Function("<module>", _empty(), -1)], {}), sites, {}
+        return Program([Function("<module>", _empty(), -1)], {}), sites, Exports({}, {})
     placed = [(f, cls, (number, top)) for number, chunk in enumerate(chunks)
               for top, statement in enumerate(chunk.module.body)
               for f, cls in _functions([statement], None, info) if id(f) in info.relevant]
@@ -80,9 +89,31 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
 
 def _exports(info: ModuleInfo, index: dict[int, int]) -> Exports:
     named = list(info.functions.items())
-    named += [(f"{cls.name}.{name}", f) for cls in info.classes.values() for name, f in cls.methods.items()]
-    return {name: (index[id(f)], tuple(p.name.value for p in (*f.params.posonly_params, *f.params.params)))
-            for name, f in named if id(f) in index}
+    fields = {}
+    for cls in info.classes.values():
+        names = {name for c in _lineage(info, cls) for name in c.methods}
+        named += [(f"{cls.name}.{name}", found) for name in names if (found := info.method(cls, name)) is not None]
+        init = info.method(cls, "__init__")
+        owner = info.facts[id(init)].cls if init is not None else None
+        if init is not None and owner is not None and owner.fields:
+            fields[cls.name] = (_positional(init), tuple(owner.fields.items()))
+    return Exports({name: (index[id(f)], _positional(f)) for name, f in named if id(f) in index}, fields)
+
+
+def _lineage(info: ModuleInfo, cls: ClassInfo) -> list[ClassInfo]:
+    """`cls` and its bases defined in this module."""
+    found: list[ClassInfo] = []
+    pending = [cls]
+    while pending and len(found) < 6:
+        current = pending.pop()
+        if all(current is not c for c in found):
+            found.append(current)
+            pending.extend(c for b in current.bases if (c := info.classes.get(b.rsplit(".", 1)[-1])) is not None)
+    return found
+
+
+def _positional(function: cst.FunctionDef) -> tuple[str, ...]:
+    return tuple(p.name.value for p in (*function.params.posonly_params, *function.params.params))
 
 
 def _module_scope(builder: Builder, chunks: list[Chunk], info: ModuleInfo) -> Function:

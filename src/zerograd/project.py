@@ -29,7 +29,8 @@ from .sites import Sites
 # `import a.b as c, d` and `from .a import (b as c, d)` at the start of a line.
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)", re.M)
-_DEF = re.compile(r"\bdef[ \t]+(\w+)")
+_DEF = re.compile(r"\b(def|class)[ \t]+(\w+)")
+_METHOD_CALL = re.compile(r"\.(\w+)\s*\(")
 MAX_HOPS = 5  # re-exports followed through `__init__` modules
 
 
@@ -129,8 +130,10 @@ class Unit:
     imports: list[Imported]
     tree: Optional[ast.Module] = None
     scan: Optional[Scan] = None
-    defs: Optional[set[str]] = None  # names after `def` in its text
+    defs: Optional[set[tuple[str, str]]] = None  # ("def" | "class", name) in its text
     relevant: Optional[set[str]] = None  # its function names that can perform an event (once parsed)
+    keep: set[int] = field(default_factory=set)  # the ids of those functions in `scan`
+    methods: Optional[set[str]] = None  # names its text calls as `.name(`
     deps: set[str] = field(default_factory=set)  # the project modules whose functions it calls
     linked: frozenset[str] = frozenset()  # the names it calls of those functions
     targets: Optional[list[tuple[str, Optional[str], str]]] = None  # Project._targets
@@ -189,7 +192,7 @@ class Project:
     def _relevant(self, unit: Unit, linked: frozenset[str]) -> set[str]:
         if unit.scan is None:
             return set()
-        keep = unit.scan.relevant(linked)
+        keep = unit.keep = unit.scan.relevant(linked)
         return {d.name for d in unit.scan.functions if id(d) in keep}
 
     def _linked(self, unit: Unit, active: set[str]) -> frozenset[str]:
@@ -200,15 +203,26 @@ class Project:
             if module not in active:
                 continue
             if name is not None:  # `from pkg.mod import f [as g]`
-                if self._can_step(module, name):
-                    names.add(local)
-                    unit.deps.add(module)
-                continue
-            called = {n for n in self._called_on(unit, local) if self._can_step(module, n)}
-            if called:  # `import pkg.mod [as m]` or `from pkg import mod`, and `m.f(` in its text
+                called = self._steps(unit, module, name, local)
+            else:  # `import pkg.mod [as m]` or `from pkg import mod`, and `m.f(` in its text
+                called = {n for f in self._called_on(unit, local) for n in self._steps(unit, module, f, f)}
+            if called:
                 names |= called
                 unit.deps.add(module)
         return frozenset(names)
+
+    def _steps(self, unit: Unit, module: str, name: str, local: str) -> set[str]:
+        """The names `unit` calls of `name` in `module`: the function itself if it can perform an
+        event; for a class, its methods that can which `unit` calls as `.m(`, and the class."""
+        if self._can_step(module, name):
+            return {local}
+        methods = self._class_steps(module, name)
+        if not methods:
+            return set()
+        if unit.methods is None:
+            unit.methods = set(_METHOD_CALL.findall(unit.text))
+        called = methods & unit.methods
+        return called | {local} if called else set()
 
     def _targets(self, unit: Unit) -> list[tuple[str, Optional[str], str]]:
         """(module, function or None for the module itself, local name) for each import of a
@@ -234,8 +248,17 @@ class Project:
 
     def _can_step(self, module: str, name: str) -> bool:
         """Whether function `name` of `module` can perform an event; the module is parsed only
-        when its text defines such a function (a class or a constant is not worth a parse)."""
-        return _defines(self.units[module], name) and name in self.relevant(self.units[module])
+        when its text defines such a function (a constant is not worth a parse)."""
+        return _defines(self.units[module], "def", name) and name in self.relevant(self.units[module])
+
+    def _class_steps(self, module: str, name: str) -> set[str]:
+        """The methods of class `name` of `module` (its own, or of its bases there) that can
+        perform an event."""
+        unit = self.units[module]
+        if not _defines(unit, "class", name):
+            return set()
+        self.relevant(unit)
+        return unit.scan.methods_of(name, unit.keep) if unit.scan is not None else set()
 
     def _called_on(self, unit: Unit, prefix: str) -> set[str]:
         """The names its text calls as `prefix.name(`."""
@@ -258,11 +281,11 @@ class Project:
         return None
 
 
-def _defines(unit: Unit, name: str) -> bool:
-    """Whether the text can define function `name`."""
+def _defines(unit: Unit, kind: str, name: str) -> bool:
+    """Whether the text can define function or class `name`."""
     if unit.defs is None:
         unit.defs = set(_DEF.findall(unit.text))
-    return name in unit.defs
+    return (kind, name) in unit.defs
 
 
 def _components(edges: dict[str, set[str]]) -> list[list[str]]:
@@ -366,7 +389,7 @@ def _check_group(project: Project, group: list[str], settings: Settings) -> tupl
 def _link(project: Project, fronts: dict[str, Front], importer: str, qualified: str) -> Optional[str]:
     """The function of an already built module that `qualified` names in `importer`."""
     origin = project.origin(importer, qualified)
-    if origin is None or origin[0] not in fronts or origin[1] not in fronts[origin[0]].exports:
+    if origin is None or origin[0] not in fronts or origin[1] not in fronts[origin[0]].exports.functions:
         return None
     return "\0".join(origin)
 
@@ -392,9 +415,12 @@ def _combine(fronts: dict[str, Front]) -> tuple[Program, Linked, list[str]]:
         module, _, name = (call.external or "").partition("\0")
         if module not in where:
             return None
-        local, params = fronts[module].exports[name]
+        exports = fronts[module].exports
+        local, params = exports.functions[name]
         callee = function_bases[where[module]] + local
-        bindings = tuple((_parameter(param, params), key) for param, key in call.bindings)
+        bindings = [(_parameter(param, params), key) for param, key in call.bindings if param[0] != "@"]
+        if "." in name and params:
+            bindings += _fields(call, params[0], exports.fields.get(name.rsplit(".", 1)[0]))
         called.add(callee)
         return Call(call.site + site_bases[number], callee, tuple(b for b in bindings if b[0]))
 
@@ -416,6 +442,16 @@ def _combine(fronts: dict[str, Front]) -> tuple[Program, Linked, list[str]]:
 
 def _shifted(site: int, base: int) -> int:
     return site if site < 0 else site + base  # -1: a module body without a first statement
+
+
+def _fields(call: Call, me: str, fields: Optional[tuple[tuple[str, ...], tuple[tuple[str, str], ...]]]) -> list[tuple[str, str]]:
+    """A method's `self.optimizer` as the caller's `opt`: the constructor was handed `opt` (bound
+    `@optimizer` or `@#1` by calls.py) and its `__init__` keeps `self.optimizer = optimizer`."""
+    if fields is None:
+        return []
+    params, kept = fields
+    handed = {_parameter(param[1:], params): key for param, key in call.bindings if param[0] == "@"}
+    return [(f"{me}.{attr}", handed[param]) for attr, param in kept if param in handed]
 
 
 def _parameter(param: str, params: tuple[str, ...]) -> str:

@@ -161,21 +161,30 @@ class Scan:
                 kept.add(owner)
         return kept
 
+    def methods_of(self, name: str, relevant: set[int]) -> set[str]:
+        """The names of class `name`'s methods in `relevant`, its bases' here included."""
+        found: set[str] = set()
+        for methods, _ in self._lineage(name):
+            found.update(m.name for m in methods if id(m) in relevant)
+        return found
+
+    def _lineage(self, name: str) -> list[tuple[list[Definition], list[str]]]:
+        """The members of class `name` and of its bases defined in this module."""
+        found, seen, pending = [], set(), [name]
+        while pending:
+            current = pending.pop()
+            if current in seen or current not in self.members:
+                continue
+            seen.add(current)
+            found.append(self.members[current])
+            pending.extend(base.rsplit(".", 1)[-1] for base in self.members[current][1])
+        return found
+
     def _constructors(self, relevant: set[int]) -> set[int]:
         """The `__init__` of a class with a relevant method, and of its bases: the fields it sets
         (`self.opt = optimizer`) bind what a caller constructed it with (calls._field_bindings)."""
-        kept: set[int] = set()
-        pending = [name for name, (methods, _) in self.members.items() if any(id(m) in relevant for m in methods)]
-        seen: set[str] = set()
-        while pending:
-            name = pending.pop()
-            if name in seen or name not in self.members:
-                continue
-            seen.add(name)
-            methods, bases = self.members[name]
-            kept.update(id(m) for m in methods if m.name == "__init__")
-            pending.extend(bases)
-        return kept
+        active = [name for name, (methods, _) in self.members.items() if any(id(m) in relevant for m in methods)]
+        return {id(m) for name in active for methods, _ in self._lineage(name) for m in methods if m.name == "__init__"}
 
 
 def _records(qualified: Optional[str], classes: set[str]) -> bool:
