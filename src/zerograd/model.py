@@ -8,7 +8,7 @@ flow with no CST in it, so the dataflow and the rules can be tested on hand-buil
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional, Union
 
 
@@ -140,7 +140,13 @@ class Program:
 
     functions: list[Function]
     links: dict[str, frozenset[str]]  # optimizer key -> the modules it was built from
-    builds: dict[str, bool] = field(default_factory=dict)  # optimizer key -> known not LBFGS
+    # A linked program (project.py): each module's own table, and which one each function reads
+    # (receiver keys are a module's words: `self.optimizer` of one module is not another's).
+    tables: tuple[dict[str, frozenset[str]], ...] = ()
+    table_of: tuple[int, ...] = ()
+
+    def links_of(self, fid: int) -> dict[str, frozenset[str]]:
+        return self.tables[self.table_of[fid]] if self.table_of else self.links
 
 
 @dataclass(frozen=True)

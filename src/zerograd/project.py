@@ -425,19 +425,18 @@ def _combine(fronts: dict[str, Front]) -> tuple[Program, Linked, list[str]]:
         return Call(call.site + site_bases[number], callee, tuple(b for b in bindings if b[0]))
 
     linked: list[Function] = []
-    links: dict[str, frozenset[str]] = {}
-    builds: dict[str, bool] = {}
+    table_of: list[int] = []
     for number, path in enumerate(order):
         program = fronts[path].program
         mover = _Mover(function_bases[number], site_bases[number], partial(target, number=number))
         for function in program.functions:
             linked.append(replace(function, body=mover.seq(function.body), site=_shifted(function.site, site_bases[number])))
-        for key, modules in program.links.items():
-            links[key] = links.get(key, frozenset()) | modules
-        builds.update(program.builds)
+            table_of.append(number)
     for fid in called:  # called from another module: not a step function (rules.md section 3)
         linked[fid] = replace(linked[fid], step_function=False)
-    return Program(linked, links, builds), Linked(site_bases, [fronts[p].sites for p in order]), order
+    tables = tuple(fronts[path].program.links for path in order)
+    return (Program(linked, {}, tables, tuple(table_of)), Linked(site_bases, [fronts[p].sites for p in order]),
+            order)
 
 
 def _shifted(site: int, base: int) -> int:

@@ -108,7 +108,7 @@ class Analyzer:
         states[graph.head].add(entry)
         work = [(graph.head, entry)]
         outcome = Outcome()
-        links = self.program.links
+        links = self.program.links_of(fid)
         while work:
             self.work += 1
             if self.work > MAX_WORK:
@@ -177,7 +177,7 @@ class Analyzer:
         for chain, (event, states) in sorted(outcome.steps.items()):
             label = event.label if len(chain) == 1 else target  # name it in this scope's words
             around = self._around(graph, chain[0])
-            has_clear = around is not None and around.may_clear(target, self.program.links)
+            has_clear = around is not None and around.may_clear(target, self.program.links_of(fid))
             partial = around.partial if around is not None else None
             verdicts.extend(judge_step(chain, label, states, target, has_clear, partial))
         return verdicts
