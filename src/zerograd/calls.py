@@ -82,12 +82,8 @@ class Calls:
 
     def _external_call(self, call: cst.Call, ctx: Context) -> Optional[list[Node]]:
         """A function imported from another module of the project (`from .steps import update`,
-        `steps.update(...)`), or a method of an imported class: a Call bound to it when the modules
-        are linked (project.py). The callee's parameters are not known here, so positions stand
-        for them."""
-        method = self._external_method(call, ctx)
-        if method is not None:
-            return method
+        `steps.update(...)`): a Call bound to it when the modules are linked (project.py). The
+        callee's parameters are not known here, so positions stand for them."""
         name = dotted(call.func)
         if name is None or self.link is None:
             return None
@@ -100,7 +96,8 @@ class Calls:
         return [Call(self.sites.site(call), -1, tuple(self._positions(call.args, 0, ctx)), external=target)]
 
     def _external_method(self, call: cst.Call, ctx: Context) -> Optional[list[Node]]:
-        """`t.train_step(b)` with `t = Trainer(model, opt)` of an imported class, or `self.m()` in a
+        """After the event methods (`t.zero_grad()` is a clear, as within a module):
+        `t.train_step(b)` with `t = Trainer(model, opt)` of an imported class, or `self.m()` in a
         subclass of one: the receiver is the method's first parameter (`#0`), and what the
         constructor was handed is bound as `@parameter` (project.py turns those into fields)."""
         func = call.func

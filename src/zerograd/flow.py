@@ -56,7 +56,8 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind is Kind.CLEAR and event.target is not None and covers(event.target, target):
         return _cleared(s, (event.site,), event.zeroes)
     if kind is Kind.CLEAR and event.target is not None and shares(event.target, target, links):
-        # Another optimizer over some of the same parameters: a possible clear of this one.
+        # Another optimizer over some of the same parameters, or a holder of this one (a container
+        # of optimizers): a possible clear of this one.
         return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None, foreign=False)
     if kind is Kind.BUILD and event.target == target:
         return s._replace(stale=False, skip=None)

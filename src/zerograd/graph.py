@@ -389,7 +389,11 @@ def unrelated(module: Optional[str], target: str, links: dict[str, frozenset[str
 
 
 def shares(other: str, target: str, links: dict[str, frozenset[str]]) -> bool:
-    """Two optimizers known to hold parameters of one module (`info_optim` over `G` and `D`)."""
+    """Two optimizers known to hold parameters of one module (`info_optim` over `G` and `D`), or
+    a clear of a holder of `target` (`self.multi_optim.zero_grad()` for `self.multi_optim[*].optim`:
+    a wrapper's clear is its optimizers' as far as anyone can tell, never proof of a lost update)."""
+    if other != target and within(target, other):
+        return True
     mine, theirs = links.get(target), links.get(other)
     if other == target or not mine or not theirs:
         return False

@@ -291,6 +291,8 @@ class Builder(Clears):
             return external
         if isinstance(func, cst.Attribute):
             found = self._method_call(call, func, ctx)
+            if found is None and self.link is not None:
+                found = self._external_method(call, ctx)
             if found is not None:
                 return found
         elif isinstance(func, cst.Name) and self.info.qualify(func) == "torch.autograd.backward":
