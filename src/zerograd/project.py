@@ -221,7 +221,8 @@ class Project:
             return set()
         if unit.methods is None:
             unit.methods = set(_METHOD_CALL.findall(unit.text))
-        called = methods & unit.methods
+        # `super().__init__(` is in every subclass's text; a constructor's events are not linked.
+        called = {m for m in methods & unit.methods if not m.startswith("__")}
         return called | {local} if called else set()
 
     def _targets(self, unit: Unit) -> list[tuple[str, Optional[str], str]]:
