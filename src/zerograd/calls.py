@@ -37,6 +37,7 @@ class Context:
     moves: Optional[frozenset[str]] = None  # names the innermost loop assigns (None: no loop)
     owners: tuple[tuple[str, Owner], ...] = ()  # loop variable -> whose parameters it visits
     evidence: frozenset[str] = frozenset()  # receivers both stepped and cleared: optimizers
+    first: Optional[tuple[str, bool]] = None  # the loop counter peeled, and whether this is its first turn
 
 
 class Calls:

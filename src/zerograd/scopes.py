@@ -27,6 +27,7 @@ from .naming import (
     element_name,
     receiver_key,
     statements_of,
+    suites,
     text_of,
 )
 from .optimizers import is_optimizer_callee
@@ -124,6 +125,8 @@ class Builder(Clears):
             orelse = Seq()
         if self.info.qualify(_call_target(node.test)) in ALWAYS_TRUE:
             return list(body.items)  # e.g. an LBFGS closure's `if torch.is_grad_enabled():`
+        if ctx.first is not None and _first_turn(node.test) == ctx.first[0]:
+            return list((body if ctx.first[1] else orelse).items)  # a peeled loop's `if i == 0:`
         return [*self.expression_events(node.test, ctx), self._choice(node.test, body, orelse, ctx)]
 
     def _choice(self, test: cst.BaseExpression, body: Seq, orelse: Seq, ctx: Context) -> Node:
@@ -153,7 +156,7 @@ class Builder(Clears):
         # same arm in every iteration: its arms are configurations, not paths of iterations.
         roots = {root_of(n) for n in names} if names else set()
         knob = names is not None and not found.accumulation and (
-            (ctx.moves is not None and not (names & ctx.moves))
+            (ctx.moves is not None and (not (names & ctx.moves) or _records_grad(test)))
             # The object's own configuration (`isinstance(self.optimizer, LBFGS)`) is the same
             # in every call of its method.
             or (ctx.function is not None and ctx.moves is None and "self" in roots
@@ -188,10 +191,16 @@ class Builder(Clears):
             infinite = isinstance(node.test, (cst.Name, cst.Integer)) and text_of(node.test) in ("True", "1")
             inner = replace(ctx, moves=assigned_names(body_nodes))
         orelse = self.block(block_of(node.orelse.body), ctx) if node.orelse else Seq()
-        body = self.block(body_nodes, inner)
+        counter = _peeled_counter(node) if isinstance(node, cst.For) else None
+        body = self.block(body_nodes, replace(inner, first=(counter, False)) if counter else inner)
         moves = (inner.moves or frozenset()) | targets
         head = [] if isinstance(node, cst.For) else self.expression_events(node.test, ctx)
         loop = Loop(body, self.sites.site(node), infinite, targets, orelse, isinstance(node, cst.For), moves)
+        if counter is not None:
+            # `if i == 0:` runs in the first turn only (a clear on the first micro-batch): the
+            # first turn is built apart, before the loop over the others; the loop may be empty.
+            first = self.block(body_nodes, replace(inner, first=(counter, True)))
+            return [Branch((Seq((*first.items, loop)), orelse))]
         return [*head, loop]
 
     def _with(self, node: cst.With, ctx: Context) -> list[Node]:
@@ -349,3 +358,68 @@ def _call_target(node: cst.BaseExpression) -> cst.BaseExpression:
 def _is_wildcard(case: cst.MatchCase) -> bool:
     pattern = case.pattern
     return case.guard is None and isinstance(pattern, cst.MatchAs) and pattern.pattern is None
+
+
+def _peeled_counter(node: cst.For) -> Optional[str]:
+    """The counter of `for i, x in enumerate(...)` or `for i in range(n)` (both from 0) when the
+    body tests `i == 0` and has no `break` or `continue` of its own (the first turn, built
+    outside the loop, has nowhere to jump)."""
+    counter = _counter_from_zero(node.target, node.iter)
+    if counter is None:
+        return None
+    found = False
+    for item in _own_nodes(node.body):
+        if isinstance(item, (cst.Break, cst.Continue)):
+            return None
+        found = found or (isinstance(item, cst.If) and _first_turn(item.test) == counter)
+    return counter if found else None
+
+
+def _counter_from_zero(target: cst.BaseExpression, iterator: cst.BaseExpression) -> Optional[str]:
+    if not isinstance(iterator, cst.Call) or not isinstance(iterator.func, cst.Name) or not iterator.args:
+        return None
+    args = iterator.args
+    if iterator.func.value == "enumerate" and len(args) == 1 and isinstance(target, cst.Tuple):
+        head = target.elements[0].value if len(target.elements) == 2 else None
+        return head.value if isinstance(head, cst.Name) else None
+    starts_at_zero = len(args) == 1 or (isinstance(args[0].value, cst.Integer) and args[0].value.value == "0")
+    if iterator.func.value == "range" and starts_at_zero and len(args) <= 2 and isinstance(target, cst.Name):
+        return target.value
+    return None
+
+
+def _first_turn(test: cst.BaseExpression) -> Optional[str]:
+    """`i == 0`, `0 == i`: the counter it tests."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    comparison = test.comparisons[0]
+    if not isinstance(comparison.operator, cst.Equal):
+        return None
+    left, right = test.left, comparison.comparator
+    if isinstance(left, cst.Integer):
+        left, right = right, left
+    if isinstance(left, cst.Name) and isinstance(right, cst.Integer) and right.value == "0":
+        return left.value
+    return None
+
+
+def _own_nodes(suite: cst.BaseSuite) -> list[cst.CSTNode]:
+    """The statements of a loop body, through if/with/try but not into nested loops or defs."""
+    found: list[cst.CSTNode] = []
+    pending: list[cst.CSTNode] = list(block_of(suite))
+    while pending:
+        item = pending.pop()
+        found.append(item)
+        if isinstance(item, cst.SimpleStatementLine):
+            found.extend(item.body)
+        elif not isinstance(item, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef)):
+            pending.extend(s for suite in suites(item) for s in block_of(suite))
+    return found
+
+
+def _records_grad(test: cst.BaseExpression) -> bool:
+    """`if loss.requires_grad:` asks whether autograd records, which the grad mode and the
+    model's trainable parameters decide outside the loop: the same answer in every turn."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    return isinstance(test, cst.Attribute) and test.attr.value == "requires_grad"
