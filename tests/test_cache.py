@@ -166,3 +166,24 @@ def test_an_entry_answers_only_the_file_and_settings_it_was_written_for(tmp_path
         shutil.copy(written, target)
         assert Cache(str(tmp_path), settings).entry(other) is None
     assert cache.entry("/a.py") is not None
+
+
+def test_editing_an_imported_class_changes_the_callers_finding(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(ROOT / "fixtures" / "projects" / "classes", tmp_path / "classes")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ZEROGRAD_CACHE_DIR")
+
+    def leaks() -> list[str]:
+        return [line.split(": ")[1][:5] for line in cli(capsys, "classes")[1].splitlines() if "train_leak.py" in line]
+
+    assert leaks() == ["ZG001"]
+    trainer = tmp_path / "classes" / "trainlib" / "trainer.py"
+    original = trainer.read_text()
+    fixed = original.replace("    def apply(self):\n        self.optimizer.step()\n",
+                             "    def apply(self):\n        self.optimizer.step()\n        self.optimizer.zero_grad()\n")
+    assert fixed != original
+    trainer.write_text(fixed)
+    assert leaks() == []  # the method now clears after its step: t.apply() in the caller is fine
+    trainer.write_text(original)
+    assert leaks() == ["ZG001"]
