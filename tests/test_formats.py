@@ -39,7 +39,7 @@ def test_sarif_is_valid_against_the_official_schema() -> None:
     schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
     jsonschema.Draft4Validator(schema).validate(log)
     driver = log["runs"][0]["tool"]["driver"]
-    assert [rule["id"] for rule in driver["rules"]] == ["ZG001", "ZG002", "ZG003", "ZG004", "ZG005", "ZG900", "ZG901"]
+    assert [rule["id"] for rule in driver["rules"]] == ["ZG001", "ZG002", "ZG003", "ZG004", "ZG005", "ZG006", "ZG900", "ZG901"]
     assert "## Why is this bad?" in driver["rules"][0]["help"]["markdown"]
     regions = [r["locations"][0]["physicalLocation"]["region"] for r in log["runs"][0]["results"]]
     assert all(region["startLine"] >= 1 and region["startColumn"] >= 1 for region in regions)

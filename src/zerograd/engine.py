@@ -185,7 +185,7 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
     goes wrong, at the call that leads to the event."""
     callees = {call.site: call.callee for function in program.functions for call in calls_of(function.body)}
     explained = {fid: {(_family(v.kind), v.chain) for v in verdicts} for fid, verdicts in found.items()}
-    reported: dict[tuple[str, int], tuple[str, str, int]] = {}
+    reported: dict[tuple[str, int], tuple[str, str, int, str, str]] = {}
     for fid, verdicts in found.items():
         function = program.functions[fid]
         for verdict in verdicts:
@@ -195,12 +195,14 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
             stepper = function.step_function and not analyzer.in_loop(fid, verdict.chain[0])
             code = code_for(verdict, stepper)
             line = sites.locate(verdict.note).line if verdict.note is not None else 0
-            reported.setdefault((code, verdict.chain[0]), (verdict.label, verdict.kind, line))
+            reported.setdefault((code, verdict.chain[0]), (verdict.label, verdict.kind, line, verdict.other, verdict.loss))
     # A clear right before the step also wipes accumulated micro-batches; ZG002 says it better.
     findings = [
-        (site, Finding(code, message(code, label, kind, line), sites.locate(site)))
-        for (code, site), (label, kind, line) in reported.items()
+        (site, Finding(code, message(code, label, kind, line, other, loss), sites.locate(site)))
+        for (code, site), (label, kind, line, other, loss) in reported.items()
         if not (code == "ZG003" and ("ZG002", site) in reported)
+        # A step that is never cleared says first what to fix; ZG006 may follow once it is.
+        and not (code == "ZG006" and any((leak, site) in reported for leak in ("ZG001", "ZG004", "ZG005")))
     ]
     return sorted(findings, key=lambda f: (f[1].line, f[1].col, f[1].code))
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from .graph import ArmEffect, BackEffect, Chain, ExitEffect, RaiseEffect, covers, shares, unrelated
-from .keys import INVARIANT
-from .model import Event, Kind, Test
+from .keys import INVARIANT, related
+from .model import Event, Kind, Reach, Test
 
 # Why pending gradients may have skipped a step: nothing, a branch not taken, an accumulation
 # condition, a partial window left by a loop, or a jump (`continue`, `return`) that skipped the
@@ -33,9 +33,13 @@ class State(NamedTuple):
     wiped: Optional[Chain] = None  # a clear that threw away accumulated gradients
     counter: Optional[str] = None  # the counter of the accumulation guard, when known
     zeroed: Optional[Chain] = None  # a clear that zeroed pending gradients in place, on some path
+    # The backwards (with what their losses reach) whose gradients are in .grad since the last
+    # clear, each with the optimizer that stepped first after it (SELF: this one; "": none yet).
+    window: frozenset[tuple[Event, str]] = frozenset()
 
 
 START = State(False, False, NO_GUARD, None, None, frozenset())
+SELF = "="  # in a window: the analysed optimizer stepped first after that backward
 
 
 # --- what one node and one edge do ---------------------------------------------------------
@@ -45,7 +49,10 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     kind = event.kind
     if kind is Kind.BACKWARD:
         # The guard survives: another loss's backward (a GAN's) does not undo a skipped step.
-        return s._replace(pending=True, discard=None, foreign=False, zeroed=None)
+        window = s.window | {(event, "")} if event.reach is not None else s.window
+        return s._replace(pending=True, discard=None, foreign=False, zeroed=None, window=window)
+    if s.window and kind is Kind.STEP and event.target is not None:
+        s = s._replace(window=stepped(s.window, SELF if event.target == target else event.target))
     if kind is Kind.STEP and event.target == target:
         return s._replace(stale=True, pending=False, guard=NO_GUARD, discard=None, skip=None, wiped=None, counter=None,
                           zeroed=None)
@@ -58,12 +65,14 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind is Kind.CLEAR and event.target is not None and shares(event.target, target, links):
         # Another optimizer over some of the same parameters, or a holder of this one (a container
         # of optimizers): a possible clear of this one.
-        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None, foreign=False)
+        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None, foreign=False,
+                          window=frozenset())
     if kind is Kind.BUILD and event.target == target:
-        return s._replace(stale=False, skip=None)
+        return s._replace(stale=False, skip=None, window=frozenset())
     if kind is Kind.MAYBE_CLEAR and not unrelated(event.target, target, links):
         # A possible clear ends stale gradients but never proves a misplaced clear.
-        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None, foreign=False)
+        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None, foreign=False,
+                          window=frozenset())
     return s
 
 
@@ -78,7 +87,14 @@ def _cleared(s: State, chain: Chain, zeroes: bool = False) -> State:
     if s.pending:
         wiped = chain if s.guard == ACCUM_GUARD else None
     return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=discard, skip=None,
-                      foreign=False, wiped=wiped, counter=None, zeroed=zeroed)
+                      foreign=False, wiped=wiped, counter=None, zeroed=zeroed, window=frozenset())
+
+
+def stepped(window: frozenset[tuple[Event, str]], by: str) -> frozenset[tuple[Event, str]]:
+    """A step: the backwards no step has followed yet ran for `by`."""
+    if all(first for _, first in window):
+        return window
+    return frozenset((event, first or by) for event, first in window)
 
 
 def cross(effect: object, s: State, target: str) -> Optional[State]:
@@ -212,7 +228,9 @@ class Verdict(NamedTuple):
     chain: Chain  # where it is reported, from the analysed scope down
     target: str
     label: str  # the optimizer as written
-    note: Optional[int] = None  # a site the message names (the partial clear)
+    note: Optional[int] = None  # a site the message names (the partial clear, the other loss's backward)
+    other: str = ""  # the other optimizer the message names (ZG006)
+    loss: str = ""  # the other loss as written (ZG006)
 
 
 def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_clear: bool,
@@ -238,3 +256,68 @@ def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_
     zeroed = sorted({s.zeroed for s in incoming if s.zeroed is not None} - set(discards))
     found += [Verdict("zeroed_before_step", c, target, label) for c in zeroed]
     return found
+
+
+# --- ZG006: another optimizer's loss in this one's parameters ---------------------------------
+
+
+def judge_contamination(chain: Chain, label: str, incoming: set[State], target: str,
+                        links: dict[str, frozenset[str]]) -> list[Verdict]:
+    """rules.md section 5, ZG006: a backward in the window of this step reaches modules of
+    `target` that the optimizer it ran for does not hold, and `target` has a loss of its own
+    here. "Ran for" needs evidence: (a) another optimizer stepped first after it, or (b) it is
+    the only loss that reaches that optimizer's modules, and `target`'s own loss leaves those out
+    on purpose (`.detach()`, `torch.no_grad()`)."""
+    mine = links.get(target)
+    if not mine:
+        return []
+    found: dict[int, Verdict] = {}
+    for s in incoming:
+        window = stepped(s.window, SELF) if s.window else s.window
+        for event, other in _contaminations(window, target, mine, links):
+            assert event.reach is not None
+            found.setdefault(event.site, Verdict("contaminated", chain, target, label, event.site, other, event.label))
+    return [found[site] for site in sorted(found)]
+
+
+def _contaminations(window: frozenset[tuple[Event, str]], target: str, mine: frozenset[str],
+                    links: dict[str, frozenset[str]]) -> list[tuple[Event, str]]:
+    own = {event for event, first in window if first == SELF}
+    found = []
+    for event, first in window:
+        reach = event.reach
+        if reach is None:
+            continue
+        if first != SELF:  # (a)
+            theirs = links.get(first)
+            if theirs and _foreign(reach, mine, theirs) and own - {event}:
+                found.append((event, first))
+            continue
+        for other, theirs in links.items():  # (b)
+            if other == target or not theirs or not _foreign(reach, mine, theirs):
+                continue
+            alone = all(e is event or e.reach is None or not _touches(e.reach.modules, theirs) for e, _ in window)
+            if alone and any(_own_loss(e, mine, theirs) for e in own - {event}):
+                found.append((event, other))
+                break
+    return found
+
+
+def _touches(modules: frozenset[str], held: frozenset[str]) -> bool:
+    return any(related(m, held) for m in modules)
+
+
+def _foreign(reach: Reach, mine: frozenset[str], theirs: frozenset[str]) -> bool:
+    """The loss reaches modules of mine that the other optimizer does not hold, and the other's."""
+    return (_touches(reach.modules, theirs)
+            and any(related(m, mine) and not related(m, theirs) for m in reach.modules))
+
+
+def _own_loss(event: Event, mine: frozenset[str], theirs: frozenset[str]) -> bool:
+    """A loss that reaches only `mine` and is known to leave `theirs` out."""
+    reach = event.reach
+    if reach is None or not reach.modules or _touches(reach.modules, theirs):
+        return False
+    if not all(related(m, mine) for m in reach.modules):
+        return False
+    return not reach.opaque or _touches(reach.cut, theirs)

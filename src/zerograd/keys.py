@@ -29,6 +29,11 @@ def within(part: str, whole: str) -> bool:
     return rebase(part, whole, whole) is not None
 
 
+def related(module: str, modules: frozenset[str]) -> bool:
+    """A call of `model` runs `model.encoder`, whose parameters an optimizer may hold, and back."""
+    return any(within(module, m) or within(m, module) for m in modules)
+
+
 def counter_of(key: Optional[str]) -> Optional[str]:
     """The counter of a modular key: "mod:self.step%k" -> "self.step"."""
     if key is None or not key.startswith("mod:"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import NamedTuple, Optional, Union
 
 
 class Kind(enum.Enum):
@@ -21,6 +21,14 @@ class Kind(enum.Enum):
     PARTIAL = "partial"  # one named parameter's .grad is overwritten: no clear of the optimizer
 
 
+class Reach(NamedTuple):
+    """What a loss reaches (provenance.py): the modules whose parameters get its gradients."""
+
+    modules: frozenset[str]  # modules whose calls the loss is computed from
+    cut: frozenset[str]  # modules cut off on the way (`.detach()`, `torch.no_grad()`, frozen)
+    opaque: bool  # it reads values from outside the scope, which may carry any module
+
+
 @dataclass(frozen=True)
 class Event:
     kind: Kind
@@ -28,6 +36,7 @@ class Event:
     target: Optional[str] = None  # optimizer key for STEP / CLEAR
     label: str = ""  # the optimizer as written in the code, for messages
     zeroes: bool = False  # a clear that zeroes in place (set_to_none=False, p.grad.zero_())
+    reach: Optional[Reach] = None  # a BACKWARD's loss, where two or more optimizers hold modules
 
 
 @dataclass(frozen=True)

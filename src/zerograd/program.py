@@ -120,6 +120,7 @@ def _module_scope(builder: Builder, chunks: list[Chunk], info: ModuleInfo) -> Fu
     items = []
     body = [s for chunk in chunks for s in chunk.module.body]
     ctx = builder.aliases(body, Context(evidence=frozenset(info.module.stepped & info.module.cleared)))
+    builder.reaches = builder.provenance(body, ctx)
     for number, chunk in enumerate(chunks):
         for top, statement in enumerate(chunk.module.body):
             builder.sites.chunk, builder.sites.top = number, top

@@ -55,6 +55,14 @@ RULES: dict[str, Rule] = {
             "this step function never clears '{o}' and no caller in this module does; "
             "call {o}.zero_grad() before backward() or after step()",
         ),
+        Rule(
+            "ZG006",
+            "gradients-from-another-optimizers-loss",
+            "an optimizer steps on gradients that another optimizer's loss left in its parameters",
+            "{o}.step() also applies the gradients that {loss}.backward() (line {line}, stepped by "
+            "'{other}') left in its parameters; detach what that loss takes from {o}'s modules, or "
+            "clear {o} right before its own loss",
+        ),
         Rule("ZG900", "syntax-error", "the file cannot be parsed", "cannot parse: {o}"),
         Rule("ZG901", "internal-error", "zerograd failed on this file (a bug: please report it)",
              "internal error: {o}"),
@@ -70,6 +78,7 @@ _CODE_OF_VERDICT = {
     "frequency_mismatch": "ZG003",
     "skipped_clear": "ZG004",
     "partially_cleared": "ZG001",
+    "contaminated": "ZG006",
 }
 
 
@@ -89,10 +98,10 @@ _VARIANTS = {
 }
 
 
-def message(code: str, optimizer: str, kind: str = "", line: int = 0) -> str:
+def message(code: str, optimizer: str, kind: str = "", line: int = 0, other: str = "", loss: str = "") -> str:
     if code == "ZG005" and kind == "partially_cleared":
         kind = ""
-    return _VARIANTS.get(kind, RULES[code].message).format(o=optimizer, line=line)
+    return _VARIANTS.get(kind, RULES[code].message).format(o=optimizer, line=line, other=other, loss=loss)
 
 
 @dataclass(frozen=True)

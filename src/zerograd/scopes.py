@@ -18,7 +18,7 @@ from .clears import Clears
 from .conditions import PURE, classify, classify_flag, flag_definitions, names_of
 from .facts import ModuleInfo
 from .keys import INVARIANT, root_of
-from .model import Branch, Event, Jump, Kind, Loop, Node, Seq, Test, Try
+from .model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
 from .naming import (
     assigned_names,
     block_of,
@@ -31,6 +31,7 @@ from .naming import (
     text_of,
 )
 from .optimizers import is_optimizer_callee
+from .provenance import NO_GRAD, trace
 from .sites import Sites
 from .walk import nodes_in
 
@@ -51,13 +52,26 @@ class Builder(Clears):
         # Parameters some caller passes an optimizer to: `def step(o): o.step()` steps it.
         self.optimizer_params: set[tuple[int, str]] = set()
         self.doubted: set[tuple[int, str]] = set()  # receivers judged no optimizer, per function
+        self.reaches: dict[int, Reach] = {}  # id(backward call) -> what its loss reaches (this scope's)
 
     # --- statements -------------------------------------------------------------------------
 
     def scope(self, body: Sequence[cst.CSTNode], ctx: Context) -> Seq:
         # Aliases and flags are read from the whole body first: a name is used before (in the
         # source) the loop that binds it comes round again.
-        return self.block(body, self.aliases(body, ctx))
+        ctx = self.aliases(body, ctx)
+        self.reaches = self.provenance(body, ctx)
+        return self.block(body, ctx)
+
+    def provenance(self, body: Sequence[cst.CSTNode], ctx: Context) -> dict[int, Reach]:
+        """What each backward's loss reaches, where two or more optimizers hold known modules
+        (the only place ZG006 can say anything)."""
+        modules = [held for held in self.info.table.links.values() if held]
+        if len(modules) < 2:
+            return {}
+        params = frozenset(self._facts(ctx).parameters) if ctx.function is not None else frozenset()
+        return trace(body, frozenset().union(*modules), lambda node: self.key(node, ctx), params,
+                     frozenset(self.info.functions), lambda func: (self.info.qualify(func) or "").rsplit(".", 1)[-1] in NO_GRAD)
 
     def block(self, body: Sequence[cst.CSTNode], ctx: Context) -> Seq:
         items: list[Node] = []
@@ -277,6 +291,10 @@ class Builder(Clears):
             return Branch((Seq((event,)), Seq()), ctx.gate)
         return event
 
+    def _backward(self, call: cst.Call, loss: cst.BaseExpression) -> Event:
+        """A BACKWARD, with what its loss reaches where ZG006 can use it (provenance.py)."""
+        return Event(Kind.BACKWARD, self.sites.site(call), label=text_of(loss), reach=self.reaches.get(id(call)))
+
     def is_optimizer(self, receiver: str, ctx: Context) -> bool:
         if ctx.function is not None and (id(ctx.function), receiver) in self.optimizer_params:
             return not self.info.table.is_excluded(receiver, True)  # evidence from the callers
@@ -305,7 +323,7 @@ class Builder(Clears):
             if found is not None:
                 return found
         elif isinstance(func, cst.Name) and self.info.qualify(func) == "torch.autograd.backward":
-            return [self.event(Kind.BACKWARD, call, ctx)]
+            return [self._backward(call, call.args[0].value if call.args else call)]
         return self._resolved_call(call, ctx)
 
     def _method_call(self, call: cst.Call, func: cst.Attribute, ctx: Context) -> Optional[list[Node]]:
@@ -316,7 +334,8 @@ class Builder(Clears):
             foreign = self.info.table.foreign
             if foreign and isinstance(func.value, (cst.Name, cst.Attribute)) and self.key(func.value, ctx) in foreign:
                 return []  # a Warp or TensorFlow tape
-            return [self.event(Kind.BACKWARD, call, ctx)]
+            loss = call.args[0].value if name == "manual_backward" and call.args else func.value
+            return [self._backward(call, loss)]
         if name in ("zero_grad", "clear_grad", "clear_gradients"):  # Paddle says clear_grad
             zeroes = any(a.keyword is not None and a.keyword.value == "set_to_none" and text_of(a.value) == "False"
                          for a in call.args)

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .flow import OUT, START, State, Verdict, cross, judge_step, transfer
+from .flow import OUT, START, State, Verdict, cross, judge_contamination, judge_step, transfer
 from .graph import Chain, Graph, Summary, summarize
 from .keys import INVARIANT, rebase, root_of
 from .model import Call, Event, Function, Kind, Program
@@ -180,6 +180,7 @@ class Analyzer:
             has_clear = around is not None and around.may_clear(target, self.program.links_of(fid))
             partial = around.partial if around is not None else None
             verdicts.extend(judge_step(chain, label, states, target, has_clear, partial))
+            verdicts.extend(judge_contamination(chain, label, states, target, self.program.links_of(fid)))
         return verdicts
 
     def _around(self, graph: Graph, site: int) -> Optional[Summary]:

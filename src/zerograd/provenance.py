@@ -1,0 +1,236 @@
+"""Which modules' parameters a loss reaches (rules.md section 5, ZG006; issue 16).
+
+One pass over a scope's statements in source order keeps, per assigned name, the modules whose
+calls its value came from: `fake = G(z)` carries G, `d_loss = bce(D(fake), y)` carries D and G.
+`.detach()`, `.data`, `.item()` and a `with torch.no_grad():` block cut what they touch (the
+modules are remembered as cut, which is evidence that a loss leaves them out on purpose); a
+module frozen with `requires_grad_(False)`, a `p.requires_grad = False` loop over its
+parameters, or a `set_requires_grad(nets, False)` helper is left out of every backward until it
+is unfrozen. A value read from outside the scope (a parameter, an attribute, a call of a
+method of ours) may carry anything: it is *opaque*, which never proves that a loss reaches only
+some modules. Branches are read one after the other (a may-analysis: later definitions win).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Optional
+
+import libcst as cst
+
+from .keys import related, root_of, within
+from .model import Reach
+from .naming import block_of, dotted, suites
+
+CLEAN = Reach(frozenset(), frozenset(), False)
+OPAQUE = Reach(frozenset(), frozenset(), True)
+# Methods whose result carries no autograd graph: what they are called on is cut off.
+_DETACHING = frozenset({"detach", "detach_", "item", "tolist", "numpy", "data"})
+NO_GRAD = frozenset({"no_grad", "inference_mode"})  # context managers under which nothing is recorded
+
+Key = Callable[[cst.BaseExpression], str]
+
+
+def union(*parts: Reach) -> Reach:
+    if len(parts) == 1:
+        return parts[0]
+    return Reach(frozenset().union(*(p.modules for p in parts)), frozenset().union(*(p.cut for p in parts)),
+                 any(p.opaque for p in parts))
+
+
+def cut(value: Reach) -> Reach:
+    return Reach(frozenset(), value.modules | value.cut, False)
+
+
+class Tracer:
+    """One scope's values; `found` maps id(backward call) -> what its loss reaches."""
+
+    def __init__(self, modules: frozenset[str], key: Key, params: frozenset[str], ours: frozenset[str],
+                 no_grad: Callable[[cst.BaseExpression], bool]) -> None:
+        self.modules = modules  # receivers some optimizer holds the parameters of
+        self.key = key
+        self.params = params
+        self.ours = ours  # functions defined in this module: calling one may run any module
+        self.no_grad = no_grad
+        self.env: dict[str, Reach] = {}
+        self.frozen: set[str] = set()
+        self.found: dict[int, Reach] = {}
+        self.cutting = False  # inside `with torch.no_grad():`
+
+    # --- statements -------------------------------------------------------------------------
+
+    def block(self, body: Sequence[cst.CSTNode]) -> None:
+        for statement in body:
+            self.statement(statement)
+
+    def statement(self, node: cst.CSTNode) -> None:
+        if isinstance(node, cst.SimpleStatementLine):
+            for small in node.body:
+                self.small(small)
+        elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return  # a scope of its own
+        elif isinstance(node, cst.For):
+            self._bind(node.target, self.value(node.iter))
+            self._freezing_loop(node)
+            self.block(block_of(node.body))
+            if node.orelse is not None:
+                self.block(block_of(node.orelse.body))
+        elif isinstance(node, cst.With):
+            self._with(node)
+        else:
+            for suite in suites(node):
+                self.block(block_of(suite))
+
+    def _with(self, node: cst.With) -> None:
+        saved = self.cutting
+        for item in node.items:
+            call = item.item
+            if isinstance(call, cst.Call) and self.no_grad(call.func):
+                self.cutting = True
+            elif item.asname is not None:
+                self._bind(item.asname.name, self.value(call))
+        self.block(block_of(node.body))
+        self.cutting = saved
+
+    def small(self, node: cst.CSTNode) -> None:
+        self._calls(node)
+        if isinstance(node, cst.Assign):
+            value = self.value(node.value)
+            for target in node.targets:
+                self._bind(target.target, value)
+        elif isinstance(node, cst.AnnAssign) and node.value is not None:
+            self._bind(node.target, self.value(node.value))
+        elif isinstance(node, cst.AugAssign):
+            self._bind(node.target, union(self.value(node.target), self.value(node.value)))
+
+    def _bind(self, target: cst.BaseExpression, value: Reach) -> None:
+        if self.cutting:
+            value = cut(value)
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self._bind(element.value, value)
+        elif isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)):
+            self.env[self.key(target)] = value
+        elif isinstance(target, cst.StarredElement):
+            self._bind(target.value, value)
+
+    def _calls(self, node: cst.CSTNode) -> None:
+        """Backward calls record their loss; freezing helpers change what later ones reach."""
+        for call in _calls_in(node):
+            func = call.func
+            name = func.attr.value if isinstance(func, cst.Attribute) else dotted(func) or ""
+            if isinstance(func, cst.Attribute) and name in ("backward", "manual_backward"):
+                loss = func.value if name == "backward" or not call.args else call.args[0].value
+                self.found[id(call)] = self._unfrozen(self.value(loss))
+            elif name.endswith("autograd.backward") and call.args:
+                self.found[id(call)] = self._unfrozen(self.value(call.args[0].value))
+            elif isinstance(func, cst.Attribute) and name == "requires_grad_":
+                self._freeze([func.value], _flag(call.args[0].value if call.args else None, True))
+            elif "requires_grad" in name and len(call.args) >= 2:
+                self._freeze([call.args[0].value], _flag(call.args[1].value, None))
+
+    def _freezing_loop(self, node: cst.For) -> None:
+        """`for p in D.parameters(): p.requires_grad = False`."""
+        it = node.iter
+        if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute)
+                and it.func.attr.value in ("parameters", "named_parameters")):
+            return
+        for statement in block_of(node.body):
+            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                if (isinstance(small, cst.Assign) and len(small.targets) == 1
+                        and isinstance(small.targets[0].target, cst.Attribute)
+                        and small.targets[0].target.attr.value == "requires_grad"):
+                    self._freeze([it.func.value], _flag(small.value, None))
+
+    def _freeze(self, nets: list[cst.BaseExpression], trainable: Optional[bool]) -> None:
+        if trainable is None:
+            return
+        for net in nets:
+            if isinstance(net, (cst.List, cst.Tuple)):
+                self._freeze([e.value for e in net.elements], trainable)
+                continue
+            module = self.key(net)
+            if trainable:
+                self.frozen = {m for m in self.frozen if not within(m, module)}
+            else:
+                self.frozen.add(module)
+
+    def _unfrozen(self, value: Reach) -> Reach:
+        if not self.frozen:
+            return value
+        kept = frozenset(m for m in value.modules if not any(within(m, f) for f in self.frozen))
+        return Reach(kept, value.cut | (value.modules - kept), value.opaque)
+
+    # --- expressions ------------------------------------------------------------------------
+
+    def value(self, node: cst.BaseExpression) -> Reach:
+        if isinstance(node, cst.Name):
+            key = self.key(node)  # an alias names what it stands for
+            if key in self.env:
+                return self.env[key]
+            return OPAQUE if node.value in self.params or root_of(key) in self.params else CLEAN
+        if isinstance(node, (cst.Attribute, cst.Subscript)):
+            key = self.key(node)
+            if key in self.env:
+                return self.env[key]
+            if isinstance(node, cst.Attribute) and node.attr.value in _DETACHING:
+                return cut(self.value(node.value))
+            return self.value(node.value)
+        if isinstance(node, cst.Call):
+            return self._call(node)
+        if isinstance(node, (cst.Lambda, cst.BaseString, cst.Integer, cst.Float, cst.Imaginary, cst.Ellipsis)):
+            return CLEAN
+        parts = [self.value(child) for child in node.children if isinstance(child, cst.BaseExpression)]
+        parts += [self.value(e.value) for e in _elements(node)]
+        return union(CLEAN, *parts)
+
+    def _call(self, node: cst.Call) -> Reach:
+        func = node.func
+        args = [self.value(a.value) for a in node.args]
+        if isinstance(func, cst.Attribute) and func.attr.value in _DETACHING:
+            return cut(self.value(func.value))
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            called = self.key(func)
+            if related(called, self.modules):
+                return union(Reach(frozenset({called}), frozenset(), False), *args)
+        if isinstance(func, cst.Name):
+            # A function of ours may run any module; a library's (a loss, torch.cat) mixes its arguments.
+            return union(OPAQUE if func.value in self.ours else CLEAN, *args)
+        return union(self.value(func.value) if isinstance(func, cst.Attribute) else OPAQUE, *args)
+
+
+def _elements(node: cst.CSTNode) -> list[cst.BaseElement]:
+    if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+        return list(node.elements)
+    return []
+
+
+def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
+    """Calls in a small statement, not inside lambdas (their bodies run elsewhere)."""
+    found: list[cst.Call] = []
+    pending: list[cst.CSTNode] = [node]
+    while pending:
+        current = pending.pop()
+        if isinstance(current, cst.Lambda):
+            continue
+        if isinstance(current, cst.Call):
+            found.append(current)
+        pending.extend(current.children)
+    return found
+
+
+def _flag(node: Optional[cst.BaseExpression], default: Optional[bool]) -> Optional[bool]:
+    """`True` / `False` as written; `default` when absent; None when computed."""
+    if node is None:
+        return default
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    return None
+
+
+def trace(body: Sequence[cst.CSTNode], modules: frozenset[str], key: Key, params: frozenset[str],
+          ours: frozenset[str], no_grad: Callable[[cst.BaseExpression], bool]) -> dict[int, Reach]:
+    """What the loss of each backward call in `body` reaches (id(call) -> Reach)."""
+    tracer = Tracer(modules, key, params, ours, no_grad)
+    tracer.block(body)
+    return tracer.found
