@@ -85,6 +85,8 @@ ROWS: dict[Row, tuple[str, ...]] = {
     ("function-delete-clear", "function"): ("ZG005",),
     ("two-phase-drop-clear", "function"): ("ZG004", "ZG001"),
     ("two-phase-drop-clear", "module"): ("ZG004", "ZG001"),
+    ("remove-detach", "loop"): ("ZG006",),
+    ("clear-before-other-backward", "loop"): ("ZG006",),
 }
 
 
@@ -153,6 +155,10 @@ def mutants(path: Path, source: str, flagged: set[int]) -> Iterator[Mutant]:
         if file.clean(site.node):
             yield from _drop_none(function_mutants(file, site))
     yield from _drop_none(two_phase_mutants(file))
+    holders = _holders(module)
+    for site in file.sites.loops:
+        if site.several and file.clean(site.node):
+            yield from _drop_none(contamination_mutants(file, site, holders))
 
 
 def _drop_none(made: Iterator[Optional[Mutant]]) -> Iterator[Mutant]:
@@ -279,6 +285,124 @@ def two_phase_mutants(file: File) -> Iterator[Optional[Mutant]]:
         if file.clean(pair.first, pair.second):
             yield file.mutant("two-phase-drop-clear", pair.scope, pair.second, Edit({id(pair.clear)}),
                               f"delete {pair.target}.zero_grad() between two loops")
+
+
+# --- two optimizers: another's loss in this one's parameters (ZG006) -------------------------
+
+
+def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    yield node
+    for child in node.children:
+        yield from _walk(child)
+
+
+def _holders(module: cst.Module) -> dict[str, set[str]]:
+    """`opt_g = Adam(G.parameters())` -> {"opt_g": {"G"}}: the modules each optimizer holds, by text."""
+    found: dict[str, set[str]] = {}
+    for node in _walk(module):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
+            owners = {code(c.func.value) for c in _walk(node.value) if isinstance(c, cst.Call)
+                      and isinstance(c.func, cst.Attribute) and c.func.attr.value in ("parameters", "named_parameters")}
+            if owners:
+                found.setdefault(code(node.targets[0].target), set()).update(owners)
+    return found
+
+
+def _calls_module(node: cst.CSTNode, modules: set[str]) -> bool:
+    return any(isinstance(c, cst.Call) and code(c.func) in modules for c in _walk(node))
+
+
+def _outputs(lines: Sequence[Line], modules: set[str]) -> set[str]:
+    """Names assigned from a call of one of `modules` (`fake = G(z)`)."""
+    names = set()
+    for line in lines:
+        for node in _walk(line.node):
+            if isinstance(node, cst.Assign) and _calls_module(node.value, modules):
+                names |= {t.target.value for t in node.targets if isinstance(t.target, cst.Name)}
+    return names
+
+
+class _Undetach(cst.CSTTransformer):
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        func = updated_node.func
+        if (isinstance(func, cst.Attribute) and func.attr.value == "detach" and not updated_node.args
+                and isinstance(func.value, cst.Name) and func.value.value in self.names):
+            return func.value
+        return updated_node
+
+
+class _Retain(cst.CSTTransformer):
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.Call:
+        func = updated_node.func
+        if (isinstance(func, cst.Attribute) and func.attr.value == "backward"
+                and not any(a.keyword is not None and a.keyword.value == "retain_graph" for a in updated_node.args)):
+            keep = cst.Arg(cst.Name("True"), keyword=cst.Name("retain_graph"),
+                           equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")))
+            args = list(updated_node.args)
+            if args:
+                args[-1] = args[-1].with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            return updated_node.with_changes(args=[*args, keep])
+        return updated_node
+
+
+def contamination_mutants(file: File, site: Site, holders: dict[str, set[str]]) -> Iterator[Optional[Mutant]]:
+    """remove-detach: the optimizer (a generator's) is cleared only before the loop's first
+    backward, and a later loss (the discriminator's) takes its module's output detached; the
+    `.detach()` goes, so that loss, stepped by another optimizer first, reaches its parameters.
+    clear-before-other-backward: the optimizer (a critic's) is cleared before its own backward;
+    after its step, another optimizer's loss (the actor's) calls its module; the clear moves to
+    just before that loss's backward, which then stays in its parameters for its next step."""
+    lines, target = site.lines, site.target
+    mine = holders.get(target)
+    backward = [i for i, line in enumerate(lines) if line.backward]
+    steps = [i for i, line in enumerate(lines) if target in line.steps]
+    clears = [i for i, line in enumerate(lines) if target in line.clears]
+    if not mine or not backward or not steps or not clears:
+        return
+    others = [i for i, line in enumerate(lines) if line.steps and target not in line.steps]
+    step = steps[0]
+    if max(clears) < backward[0]:
+        made = _outputs(lines[:step], mine)
+        for i, line in enumerate(lines[:step]):
+            if not isinstance(line.node, cst.SimpleStatementLine) or not made:
+                continue
+            new = line.node.visit(_Undetach(made))
+            later = [j for j in backward if i <= j < step and any(j < k < step for k in others)]
+            if new.deep_equals(line.node) or not later:
+                continue
+            # The graph through the module is now backpropagated twice: the first backward keeps it
+            # (`retain_graph=True`, as such code must to run at all).
+            first = lines[later[0]].node
+            edit = Edit({id(line.node)})
+            if first is line.node:
+                new = new.visit(_Retain())
+            elif isinstance(first, cst.SimpleStatementLine):
+                edit.delete.add(id(first))
+                edit.insert(first, first.visit(_Retain()))  # type: ignore[arg-type]
+            edit.insert(line.node, new)  # type: ignore[arg-type]
+            yield file.mutant("remove-detach", "loop", site.node, edit, f"remove .detach() ({target}'s module)", [new])
+            break
+    if len(clears) == 1 and clears[0] < backward[0] and lines[clears[0]].movable and len(steps) == 1:
+        after = [j for j in backward if j > step and any(k > j for k in others)
+                 and _calls_module(lines[j].node, mine) or j > step and _loss_calls(lines, j, mine)]
+        after = [j for j in after if any(k > j for k in others) and not lines[j].nested]
+        if after:
+            edit = Edit({id(lines[clears[0]].node)})
+            new = edit.insert(lines[after[0]].node, moved(lines[clears[0]].node))
+            yield file.mutant("clear-before-other-backward", "loop", site.node, edit,
+                              f"move {target}.zero_grad() before another optimizer's backward", [new])
+
+
+def _loss_calls(lines: Sequence[Line], j: int, modules: set[str]) -> bool:
+    """The loss of backward line `j` is assigned earlier in the site from a call of `modules`."""
+    losses = {n.func.value.value for n in _walk(lines[j].node) if isinstance(n, cst.Call)
+              and isinstance(n.func, cst.Attribute) and n.func.attr.value == "backward" and isinstance(n.func.value, cst.Name)}
+    return bool(losses) and any(
+        isinstance(n, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value in losses for t in n.targets)
+        and _calls_module(n.value, modules) for line in lines[:j] for n in _walk(line.node))
 
 
 # --- measuring ------------------------------------------------------------------------------

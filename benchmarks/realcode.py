@@ -117,7 +117,7 @@ NVlabs/edm WongKinYiu/yolov7 clovaai/deep-text-recognition-benchmark lucidrains/
 jadore801120/attention-is-all-you-need-pytorch bentrevett/pytorch-seq2seq bentrevett/pytorch-sentiment-analysis
 graykode/nlp-tutorial hunkim/PyTorchZeroToAll MorvanZhou/PyTorch-Tutorial rasbt/LLMs-from-scratch
 """.split()
-CODES = ["ZG001", "ZG002", "ZG003", "ZG004", "ZG005", "ZG900", "ZG901"]
+CODES = ["ZG001", "ZG002", "ZG003", "ZG004", "ZG005", "ZG006", "ZG900", "ZG901"]
 COLUMNS = ("files", "linked", "scopes", "stepfn", "capped")
 
 
