@@ -20,7 +20,7 @@ import libcst as cst
 
 from .keys import related, root_of, within
 from .model import Reach
-from .naming import block_of, dotted, suites
+from .naming import block_of, dotted, receiver_key, suites
 
 CLEAN = Reach(frozenset(), frozenset(), False)
 OPAQUE = Reach(frozenset(), frozenset(), True)
@@ -149,11 +149,16 @@ class Tracer:
             if isinstance(net, (cst.List, cst.Tuple)):
                 self._freeze([e.value for e in net.elements], trainable)
                 continue
-            module = self.key(net)
-            if trainable:
-                self.frozen = {m for m in self.frozen if not within(m, module)}
-            else:
-                self.frozen.add(module)
+            for module in self._forms(net):
+                if trainable:
+                    self.frozen = {m for m in self.frozen if not within(m, module)}
+                else:
+                    self.frozen.add(module)
+
+    def _forms(self, node: cst.BaseExpression) -> set[str]:
+        """A module as written and as its alias stands for (`netd = self.netd`): an optimizer's
+        link names it as its constructor's argument was written."""
+        return {self.key(node), receiver_key(node)}
 
     def _unfrozen(self, value: Reach) -> Reach:
         if not self.frozen:
@@ -190,9 +195,9 @@ class Tracer:
         if isinstance(func, cst.Attribute) and func.attr.value in _DETACHING:
             return cut(self.value(func.value))
         if isinstance(func, (cst.Name, cst.Attribute)):
-            called = self.key(func)
-            if related(called, self.modules):
-                return union(Reach(frozenset({called}), frozenset(), False), *args)
+            called = frozenset(c for c in self._forms(func) if related(c, self.modules))
+            if called:
+                return union(Reach(called, frozenset(), False), *args)
         if isinstance(func, cst.Name):
             # A function of ours may run any module; a library's (a loss, torch.cat) mixes its arguments.
             return union(OPAQUE if func.value in self.ours else CLEAN, *args)
