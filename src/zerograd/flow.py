@@ -273,9 +273,7 @@ def judge_contamination(chain: Chain, label: str, incoming: set[State], target: 
         return []
     found: dict[int, Verdict] = {}
     for s in incoming:
-        window = stepped(s.window, SELF) if s.window else s.window
-        for event, other in _contaminations(window, target, mine, links):
-            assert event.reach is not None
+        for event, other in _contaminations(stepped(s.window, SELF), target, mine, links):
             found.setdefault(event.site, Verdict("contaminated", chain, target, label, event.site, other, event.label))
     return [found[site] for site in sorted(found)]
 
@@ -290,7 +288,7 @@ def _contaminations(window: frozenset[tuple[Event, str]], target: str, mine: fro
             continue
         if first != SELF:  # (a)
             theirs = links.get(first)
-            if theirs and _foreign(reach, mine, theirs) and own - {event}:
+            if theirs and _foreign(reach, mine, theirs) and own:
                 found.append((event, first))
             continue
         for other, theirs in links.items():  # (b)
