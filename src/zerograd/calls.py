@@ -16,6 +16,7 @@ from typing import Callable, Optional
 import libcst as cst
 
 from .facts import ClassInfo, FunctionFacts, ModuleInfo
+from .frameworks import Framework
 from .model import Call, Event, Kind, Node, Test
 from .naming import dotted
 from .optimizers import CLEARING_FUNCTIONS
@@ -52,7 +53,12 @@ class Calls:
     optimizer_params: set[tuple[int, str]]  # parameters some caller passes an optimizer to
     doubted: set[tuple[int, str]]  # receivers judged no optimizer, per function
 
+    closures: dict[int, str]  # id(hook) -> its parameter that is the framework's closure
+
     def key(self, node: cst.BaseExpression, ctx: Context) -> str:
+        raise NotImplementedError
+
+    def framework(self, ctx: Context) -> Optional[Framework]:
         raise NotImplementedError
 
     def is_optimizer(self, receiver: str, ctx: Context) -> bool:

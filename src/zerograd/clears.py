@@ -12,6 +12,7 @@ from typing import Optional
 import libcst as cst
 
 from .calls import Calls, Context, Owner
+from .frameworks import clears_all
 from .grads import grad_written
 from .model import Call, Event, Kind, Loop, Node, Seq, children
 from .naming import block_of, text_of
@@ -72,6 +73,9 @@ class Clears(Calls):
             if arg.keyword is not None and arg.keyword.value != "closure":
                 continue
             value = arg.value
+            if isinstance(value, cst.Name) and ctx.function is not None and self.closures.get(id(ctx.function)) == value.value:
+                # A framework's closure (Lightning's optimizer_step): whatever the driver hands over.
+                return Seq((Call(self.sites.site(value), -1, param=value.value),))
             if isinstance(value, cst.Lambda):
                 return Seq(tuple(self.expression_events(value.body, ctx)))
             found = self.resolve(value, ctx) if isinstance(value, (cst.Name, cst.Attribute)) else None
@@ -91,6 +95,9 @@ class Clears(Calls):
     def _module_clear(self, node: cst.CSTNode, module: Optional[str], ctx: Context, zeroes: bool = False) -> list[Node]:
         # A module's own zero_grad() is not gated by accelerate: it runs every iteration.
         ungated = replace(ctx, gate=None)
+        framework = self.framework(ctx)
+        if framework is not None and module is not None and clears_all(framework, module):
+            return [self.event(Kind.CLEAR, node, ungated, framework.optimizer, zeroes=zeroes)]
         linked = self.info.table.optimizers_of_module(module) if module is not None else []
         if not linked:
             return [self.event(Kind.MAYBE_CLEAR, node, ungated, module)]

@@ -40,14 +40,19 @@ _CALL = re.compile(r"backward\s*\(")
 _DEFINITION = re.compile(r"\bdef\s+$")
 
 
+# A framework's hooks (rules.md section 7) can hold a finding with no backward in the file: a
+# clear, or an override of the framework's clear hook, in a module naming the framework.
+_HOOK_CLEAR = ("zero_grad", ".grad")
+_FRAMEWORK = re.compile(r"lightning|transformers|fastai")
+
+
 def may_hold_findings(source: str) -> bool:
     """The cheap, sound test that decides whether a file is parsed at all."""
-    if PREFILTER not in source:
-        return False
-    for match in _CALL.finditer(source):
-        if not _DEFINITION.search(source, max(0, match.start() - 12), match.start()):
-            return True
-    return False
+    if PREFILTER in source:
+        for match in _CALL.finditer(source):
+            if not _DEFINITION.search(source, max(0, match.start() - 12), match.start()):
+                return True
+    return any(word in source for word in _HOOK_CLEAR) and _FRAMEWORK.search(source) is not None
 
 
 @dataclass(frozen=True)
@@ -195,7 +200,13 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
             stepper = function.step_function and not analyzer.in_loop(fid, verdict.chain[0])
             code = code_for(verdict, stepper)
             line = sites.locate(verdict.note).line if verdict.note is not None else 0
-            reported.setdefault((code, verdict.chain[0]), (verdict.label, verdict.kind, line, verdict.other, verdict.loss))
+            label, kind, site = verdict.label, verdict.kind, verdict.chain[0]
+            if function.driver:
+                # A framework's order around the user's hooks (drivers.py): reported at the event
+                # itself, in the hook, and a dropped clear as the override's (rules.md section 7).
+                label, site = "optimizer", verdict.chain[-1]
+                kind = "hook_never_cleared" if code == "ZG001" and len(verdict.chain) == 1 else kind
+            reported.setdefault((code, site), (label, kind, line, verdict.other, verdict.loss))
     # A clear right before the step also wipes accumulated micro-batches; ZG002 says it better.
     findings = [
         (site, Finding(code, message(code, label, kind, line, other, loss), sites.locate(site)))

@@ -14,6 +14,7 @@ from typing import Optional
 
 import libcst as cst
 
+from .frameworks import accumulation_of
 from .naming import block_of, dotted, receiver_key, suites
 from .optimizers import (
     NON_TORCH_ROOTS,
@@ -42,6 +43,7 @@ class ClassInfo:
     attributes: dict[str, str] = field(default_factory=dict)  # `self.agent` -> class name (as instances)
     built: dict[str, cst.Call] = field(default_factory=dict)  # `self.agent` -> the call that built it
     fields: dict[str, str] = field(default_factory=dict)  # `self.opt = optimizer` in __init__: opt -> optimizer
+    node: Optional[cst.ClassDef] = None
 
 
 @dataclass
@@ -71,6 +73,10 @@ class ModuleInfo:
     class_of: dict[int, ClassInfo] = field(default_factory=dict)  # id(ClassDef) -> its info
     relevant: set[int] = field(default_factory=set)  # functions that can perform an event
     registered: set[str] = field(default_factory=set)  # names handed to a framework per batch
+    stars: list[str] = field(default_factory=list)  # modules imported with `from m import *`
+    # A framework's accumulation keyword -> its literal value wherever this module sets it (None:
+    # computed somewhere, or set to different values): frameworks.py
+    accumulation: dict[str, Optional[int]] = field(default_factory=dict)
     _calls: dict[int, list[cst.Call]] = field(default_factory=dict)
 
     def calls_of(self, node: cst.CSTNode) -> list[cst.Call]:
@@ -142,7 +148,7 @@ class Collector:
         elif isinstance(node, cst.FunctionDef):
             self.function_def(node, cls)
         elif isinstance(node, cst.ClassDef):
-            info = ClassInfo(node.name.value, bases=[b for b in (dotted(a.value) for a in node.bases) if b])
+            info = ClassInfo(node.name.value, bases=[b for b in (dotted(a.value) for a in node.bases) if b], node=node)
             self.info.classes.setdefault(node.name.value, info)
             self.info.class_of[id(node)] = info
             self.statements(block_of(node.body), info)
@@ -174,9 +180,12 @@ class Collector:
                 named = alias.asname is not None and isinstance(alias.asname.name, cst.Name)
                 local = alias.asname.name.value if named else full.split(".")[0]  # type: ignore[union-attr]
                 self.info.aliases[local] = full if alias.asname else local
-        elif isinstance(node, cst.ImportFrom) and not isinstance(node.names, cst.ImportStar):
+        elif isinstance(node, cst.ImportFrom):
             module = (dotted(node.module) or "") if node.module else ""
             base = "." * len(node.relative) + module
+            if isinstance(node.names, cst.ImportStar):
+                self.info.stars.append(base)
+                return
             for alias in node.names:
                 name = dotted(alias.name) or ""
                 local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
@@ -204,6 +213,9 @@ class Collector:
             # Calling a parameter (`f()` in fastai's _with_events) may run anything handed over.
             facts.events |= func.value == "backward" or func.value in facts.parameters
         callee = func.attr.value if isinstance(func, cst.Attribute) else dotted(func) or ""
+        keyword = accumulation_of(self.info.qualify(func) or "")
+        if keyword is not None:
+            self._accumulation(keyword, call)
         for used in (func, *(arg.value for arg in call.args)):
             if isinstance(used, (cst.Name, cst.Attribute)):
                 facts.callees.add(used.value if isinstance(used, cst.Name) else used.attr.value)
@@ -216,6 +228,14 @@ class Collector:
             keyword = arg.keyword.value if arg.keyword else ""
             if REGISTER_CALL.match(callee) or REGISTER_KEYWORD.match(keyword):
                 self.info.registered.add(handed_name)
+
+    def _accumulation(self, keyword: str, call: cst.Call) -> None:
+        """`Trainer(accumulate_grad_batches=4)`: the framework's N, when it is a literal."""
+        for arg in call.args:
+            if arg.keyword is not None and arg.keyword.value == keyword:
+                value = _literal(arg.value)
+                known = self.info.accumulation
+                known[keyword] = value if known.get(keyword, value) == value else None
 
     def _field(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         """`self.opt = optimizer` in `__init__`: an instance's `opt` is what its constructor was handed."""
@@ -297,3 +317,10 @@ def mark_relevant(info: ModuleInfo, linked: frozenset[str] = frozenset()) -> Non
         changed = not grown <= relevant
         relevant |= grown
     info.relevant = relevant
+
+
+def _literal(node: cst.BaseExpression) -> Optional[int]:
+    try:
+        return int(node.value, 0) if isinstance(node, cst.Integer) else None
+    except ValueError:
+        return None

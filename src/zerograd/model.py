@@ -141,6 +141,7 @@ class Function:
     step_function: bool = False  # shown to run once per iteration of an unseen loop
     params: frozenset[str] = frozenset()  # including `self` / `cls`
     local: frozenset[str] = frozenset()  # names it assigns: its own, invisible to callers
+    driver: str = ""  # a framework's per-batch order around a class's hooks (drivers.py): its name
 
 
 @dataclass

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Union
 
 import libcst as cst
 
 from .calls import Context, Link
+from .drivers import add_driver, hooked, hooks, parameter
 from .facts import ClassInfo, Collector, ModuleInfo, mark_relevant
+from .frameworks import Slot
 from .model import Function, Program, Seq, Settings
 from .naming import assigned_names, block_of, suites
 from .optimizers import NON_TORCH_NUMERIC, OTHER_AUTOGRAD_ROOTS, TORCH_FAMILY, OptimizerTable
@@ -66,6 +68,7 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
     functions = [(f, cls) for f, cls, _ in placed]
     index = {id(f): position + 1 for position, (f, _) in enumerate(functions)}
     builder = Builder(info, sites, index, link)
+    _hook_facts(builder, info)
     scopes = [_module_scope(builder, chunks, info)]
     for function, cls, (sites.chunk, sites.top) in placed:
         scopes.append(_function_scope(builder, function, cls, info))
@@ -80,11 +83,34 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
                 scopes[position] = _function_scope(builder, function, cls, info)
         if builder.optimizer_params == known:
             break
+    for cls in {id(c): c for c in info.class_of.values()}.values():
+        framework = builder.frameworks.get(id(cls))
+        if framework is not None:
+            add_driver(info, cls, framework, sites, index, scopes, chunks)
     program = Program(scopes, {k: frozenset(v) for k, v in info.table.links.items()})
     for position, (function, cls) in enumerate(functions, start=1):
         if _is_step_function(function, cls, builder, info):
             program.functions[position] = _with_step(program.functions[position])
     return program, sites, _exports(info, index)
+
+
+def _hook_facts(builder: Builder, info: ModuleInfo) -> None:
+    """rules.md section 7: the classes whose hooks a framework calls. Their hooks have a caller
+    (no step functions), the framework's optimizer is one, and a hook's optimizer and closure
+    parameters are the framework's."""
+    builder.frameworks = hooked(info)
+    for cls in {id(c): c for c in info.class_of.values()}.values():
+        framework = builder.frameworks.get(id(cls))
+        if framework is None:
+            continue
+        info.table.built.add(framework.optimizer)
+        for name, hook in hooks(info, cls, framework).items():
+            builder.called.add(id(hook))
+            slot = framework.slot(name) or Slot()
+            for position, role in ((slot.optimizer, builder.hook_optimizers), (slot.closure, builder.closures)):
+                param = parameter(hook, position)
+                if param is not None:
+                    role[id(hook)] = param
 
 
 def _exports(info: ModuleInfo, index: dict[int, int]) -> Exports:
@@ -135,6 +161,9 @@ def _function_scope(builder: Builder, function: cst.FunctionDef, cls: Optional[C
         methods = [info.facts[id(m)] for m in cls.methods.values()]
         evidence = set.union(set(), *(m.stepped for m in methods)) & set.union(set(), *(m.cleared for m in methods))
     ctx = Context(function=function, cls=cls, evidence=frozenset(evidence))
+    framework = builder.framework(ctx)
+    if framework is not None and id(function) in builder.hook_optimizers:
+        ctx = replace(ctx, aliases=((builder.hook_optimizers[id(function)], framework.optimizer),))
     body = builder.scope(block_of(function.body), ctx)
     params = frozenset(facts.parameters)
     site = builder.sites.site(function)
@@ -152,8 +181,6 @@ def _is_step_function(function: cst.FunctionDef, cls: Optional[ClassInfo], build
 
 
 def _with_step(function: Function) -> Function:
-    from dataclasses import replace
-
     return replace(function, step_function=True)
 
 

@@ -10,7 +10,7 @@ A body is kept when it could matter, judged as a superset of what facts.py reads
 - it can perform an event, or calls or hands over a function that can (mark_relevant's rule);
 - it holds what the Collector records beyond the function itself: an import, a nested def or
   class, an assignment from an optimizer, scaler, engine, foreign tape, `partial` or a class of
-  this module, or a registration with a framework;
+  this module, a registration with a framework, or a framework's accumulation setting;
 - it ends in `return <test>`, which a caller's analysis reads as its condition.
 `benchmarks/realcode.py --compare-elision` checks that findings and analysed scopes are the same
 with and without.
@@ -23,6 +23,7 @@ import re
 from typing import Optional, Union
 
 from .facts import EVENT_METHODS, REGISTER_CALL, REGISTER_KEYWORD
+from .frameworks import SETTINGS
 from .optimizers import NON_TORCH_ROOTS, is_engine_callee, is_foreign_autograd, is_optimizer_callee, is_scaler_callee
 
 Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef]
@@ -117,7 +118,8 @@ class Scan:
                 self.events.add(owner)
         else:
             name = ""
-        if REGISTER_CALL.match(name) or any(k.arg and REGISTER_KEYWORD.match(k.arg) for k in node.keywords):
+        if REGISTER_CALL.match(name) or any(k.arg and (REGISTER_KEYWORD.match(k.arg) or k.arg in SETTINGS)
+                                            for k in node.keywords):
             self.facts.add(owner)
         if callees is None:
             return

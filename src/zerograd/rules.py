@@ -95,6 +95,8 @@ _VARIANTS = {
     "({o}.zero_grad(set_to_none=True)) or skip the step",
     "partially_cleared": "gradients of '{o}' are never cleared in this loop: the .grad write at line {line} "
     "clears one parameter only; call {o}.zero_grad() before backward() or after step()",
+    "hook_never_cleared": "gradients of '{o}' are never cleared: the framework steps it every batch but this "
+    "override of its zero_grad hook never clears it; call {o}.zero_grad() in it",
 }
 
 

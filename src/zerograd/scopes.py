@@ -17,8 +17,9 @@ from .calls import Context, Link
 from .clears import Clears
 from .conditions import PURE, classify, classify_flag, flag_definitions, names_of
 from .facts import ModuleInfo
+from .frameworks import Framework, optimizer_key
 from .keys import INVARIANT, root_of
-from .model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
+from .model import Branch, Call, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
 from .naming import (
     assigned_names,
     block_of,
@@ -53,6 +54,11 @@ class Builder(Clears):
         self.optimizer_params: set[tuple[int, str]] = set()
         self.doubted: set[tuple[int, str]] = set()  # receivers judged no optimizer, per function
         self.reaches: dict[int, Reach] = {}  # id(backward call) -> what its loss reaches (this scope's)
+        # rules.md section 7 (program.py fills these): id(ClassInfo) -> the framework calling its
+        # hooks; id(hook) -> its parameter that is the framework's optimizer, or its closure.
+        self.frameworks: dict[int, Framework] = {}
+        self.hook_optimizers: dict[int, str] = {}
+        self.closures: dict[int, str] = {}
 
     # --- statements -------------------------------------------------------------------------
 
@@ -231,7 +237,13 @@ class Builder(Clears):
     # --- receivers --------------------------------------------------------------------------
 
     def key(self, node: cst.BaseExpression, ctx: Context) -> str:
-        return self.key_text(receiver_key(node), ctx)
+        key = self.key_text(receiver_key(node), ctx)
+        framework = self.framework(ctx)
+        return key if framework is None else optimizer_key(framework, key)
+
+    def framework(self, ctx: Context) -> Optional[Framework]:
+        """The framework that calls the hooks of the class being built, if any."""
+        return self.frameworks.get(id(ctx.cls)) if ctx.cls is not None and self.frameworks else None
 
     def aliases(self, body: Sequence[cst.CSTNode], ctx: Context) -> Context:
         """Names that stand for one receiver in this body: `opt = self.optimizers[k]` (assigned
@@ -246,7 +258,10 @@ class Builder(Clears):
                 target, value = statement.targets[0].target, statement.value
                 if isinstance(target, cst.Name):
                     simple = isinstance(value, (cst.Name, cst.Attribute, cst.Subscript))
-                    bind(target.value, self.key(value, ctx) if simple else None)
+                    key = self.key(value, ctx) if simple or isinstance(value, cst.Call) else None
+                    # `opt = self.optimizers()` in a hook: the framework's optimizer.
+                    framework = self.framework(ctx)
+                    bind(target.value, key if simple or framework is not None and key == framework.optimizer else None)
             elif isinstance(statement, cst.For):
                 name = element_name(statement.target, statement.iter)
                 collection = collection_key(statement.iter)
@@ -313,6 +328,9 @@ class Builder(Clears):
 
     def call_events(self, call: cst.Call, ctx: Context) -> list[Node]:
         func = call.func
+        inherited = self._framework_default(call, ctx)
+        if inherited is not None:
+            return inherited
         external = self._external_call(call, ctx) if self.link is not None else None
         if external is not None:
             return external
@@ -325,6 +343,24 @@ class Builder(Clears):
         elif isinstance(func, cst.Name) and self.info.qualify(func) == "torch.autograd.backward":
             return [self._backward(call, call.args[0].value if call.args else call)]
         return self._resolved_call(call, ctx)
+
+    def _framework_default(self, call: cst.Call, ctx: Context) -> Optional[list[Node]]:
+        """`super().optimizer_zero_grad(...)` in a hook: the framework's own event there (after
+        evaluating the closure it was handed, for Lightning's optimizer_step)."""
+        func = call.func
+        framework = self.framework(ctx)
+        if framework is None or not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Call):
+            return None
+        slot = framework.slot(func.attr.value) if text_of(func.value.func) == "super" else None
+        if slot is None or slot.event is None:
+            return None
+        items: list[Node] = []
+        closure = self.closures.get(id(ctx.function)) if ctx.function is not None else None
+        if slot.closure >= 0 and closure is not None:
+            items.append(Call(self.sites.site(call.func), -1, param=closure))
+        target = framework.optimizer if slot.event is not Kind.BACKWARD else None
+        items.append(self.event(slot.event, call, ctx, target, "optimizer"))
+        return items
 
     def _method_call(self, call: cst.Call, func: cst.Attribute, ctx: Context) -> Optional[list[Node]]:
         name = func.attr.value

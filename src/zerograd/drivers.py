@@ -1,0 +1,232 @@
+"""A framework's per-batch order (frameworks.py) as a scope of its own: the *driver* of a class
+whose hooks the framework calls (rules.md section 7).
+
+The driver is a loop over batches that calls the class's hooks where the framework does, and
+performs the framework's own BACKWARD, STEP and CLEAR between them, on one optimizer key that the
+hooks' receivers are mapped to (`self.optimizers()`, a hook's `optimizer` argument). With a
+literal accumulation setting N > 1, what runs on the first or the last batch of a window sits
+under the framework's own test (`batch_idx % N == 0`, `(batch_idx + 1) % N == 0`), so the
+ordinary dataflow and rules judge what the hooks do: a clear between the framework's backward and
+step is ZG002, a clear every batch under accumulation ZG003, an override of the clear hook that
+drops it ZG001.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Optional
+
+import libcst as cst
+
+from .conditions import classify
+from .facts import ClassInfo, ModuleInfo
+from .frameworks import COUNTER, EVERY, FIRST, LAST, NOT_LAST, Framework, Slot, framework_of
+from .model import Branch, Call, Event, Function, Kind, Loop, Node, Seq, Test
+from .naming import block_of, suites
+from .sites import Chunk, Sites
+from .walk import nodes_in
+
+MAX_DEPTH = 5  # bases followed within the module
+
+
+def hooked(info: ModuleInfo) -> dict[int, Framework]:
+    """id(ClassInfo) -> the framework whose order runs the class's hooks. A class that takes the
+    order over (Lightning's `automatic_optimization = False`) has none: its `training_step` is a
+    step function of its own (rules.md section 3)."""
+    found = {}
+    for cls in {id(c): c for c in info.class_of.values()}.values():
+        framework = _framework(info, cls, 0)
+        if framework is not None and not (framework.manual and _manual(info, cls, framework.manual)):
+            found[id(cls)] = framework
+    return found
+
+
+def _framework(info: ModuleInfo, cls: ClassInfo, depth: int) -> Optional[Framework]:
+    for base in cls.bases:
+        head, _, rest = base.partition(".")
+        local = info.classes.get(base) if not rest else None
+        if local is not None and local is not cls:
+            found = _framework(info, local, depth + 1) if depth < MAX_DEPTH else None
+        elif head in info.aliases:
+            found = framework_of(info.aliases[head] + (f".{rest}" if rest else ""))
+        else:  # `from fastai.vision.all import *`
+            found = next((f for star in info.stars if (f := framework_of(f"{star}.{base}")) is not None), None)
+        if found is not None:
+            return found
+    return None
+
+
+def _manual(info: ModuleInfo, cls: ClassInfo, flag: str) -> bool:
+    """The class (or a base of it here) defines `flag`, sets `self.<flag>` to anything but True,
+    or calls `manual_backward` (which only manual optimization allows)."""
+    for current in _lineage(info, cls):
+        if flag in current.methods:
+            return True
+        for method in current.methods.values():
+            for node in nodes_in(method.body):
+                if isinstance(node, cst.Assign) and any(_is_flag(t.target, flag) for t in node.targets):
+                    if not (isinstance(node.value, cst.Name) and node.value.value == "True"):
+                        return True
+                if isinstance(node, cst.Attribute) and node.attr.value == "manual_backward":
+                    return True
+    return False
+
+
+def _is_flag(target: cst.BaseExpression, flag: str) -> bool:
+    return isinstance(target, cst.Attribute) and target.attr.value == flag
+
+
+def _lineage(info: ModuleInfo, cls: ClassInfo) -> list[ClassInfo]:
+    found: list[ClassInfo] = []
+    pending = [cls]
+    while pending and len(found) <= MAX_DEPTH:
+        current = pending.pop()
+        if all(current is not c for c in found):
+            found.append(current)
+            pending.extend(c for b in current.bases if (c := info.classes.get(b)) is not None)
+    return found
+
+
+def hooks(info: ModuleInfo, cls: ClassInfo, framework: Framework) -> dict[str, cst.FunctionDef]:
+    """The hooks of the order that the class (or a base here) defines."""
+    return {s.hook: m for s in framework.order if s.hook and (m := info.method(cls, s.hook)) is not None}
+
+
+def parameter(hook: cst.FunctionDef, position: int) -> Optional[str]:
+    """The name of a hook's parameter at `position` after `self` (None: it takes fewer)."""
+    params = [p.name.value for p in (*hook.params.posonly_params, *hook.params.params)][1:]
+    return params[position] if 0 <= position < len(params) else None
+
+
+def add_driver(info: ModuleInfo, cls: ClassInfo, framework: Framework, sites: Sites, index: dict[int, int],
+               functions: list[Function], chunks: Sequence[Chunk]) -> None:
+    """Append the driver of `cls` to `functions` (with a closure function when the class
+    overrides the step hook), if the class defines a hook that performs an event or replaces
+    one of the framework's own; `index` places the module's built functions."""
+    defined = hooks(info, cls, framework)
+    if cls.node is None or not any(id(m) in index or (framework.slot(h) or Slot()).event for h, m in defined.items()):
+        return
+    sites.chunk, sites.top = _position(chunks, cls.node)
+    n = info.accumulation.get(framework.accumulation[1]) or 1
+    driver = _Driver(framework, cls.node, defined, max(n, 1), sites, index, functions)
+    loop = Loop(Seq(tuple(driver.batch(framework.order))), sites.site(cls.node.body), targets=frozenset({COUNTER}),
+                collection=True, moves=frozenset({COUNTER}))
+    functions.append(Function(f"<{framework.name} driver of {cls.name}>", Seq((loop,)), sites.site(cls.node),
+                              params=frozenset({"self"}), local=frozenset({COUNTER}), driver=framework.name))
+
+
+@dataclass
+class _Driver:
+    framework: Framework
+    node: cst.ClassDef
+    defined: dict[str, cst.FunctionDef]  # the hooks the class defines
+    n: int  # batches per accumulation window
+    sites: Sites
+    index: dict[int, int]
+    functions: list[Function]
+
+    def batch(self, order: Sequence[Slot]) -> list[Node]:
+        """One batch: the slots in order, those of the first or last batch of a window gated."""
+        wrapping = next((s for s in order if s.closure >= 0 and s.hook in self.defined), None)
+        if wrapping is not None:
+            return self._wrapped(order, wrapping)
+        items: list[Node] = []
+        for when, slots in _runs(order):
+            items.extend(self._gate(when, self._flat(slots)))
+        return items
+
+    def _wrapped(self, order: Sequence[Slot], wrapping: Slot) -> list[Node]:
+        """An override of the step hook (Lightning's optimizer_step) calls `step(closure)` with
+        the closure the framework made of the hooks around the backward: on a step batch the
+        override runs with that closure handed over; on other batches the closure runs alone."""
+        start = next(i for i, s in enumerate(order) if s.hook == "training_step")
+        end = order.index(wrapping)
+        before, inside, after = order[:start], order[start:end], order[end + 1:]
+        # With N > 1 the last batch of a window is not its first: its closure does not clear.
+        stepping = [s for s in inside if s.when != FIRST or self.n == 1]
+        hook = self.defined[wrapping.hook]
+        self.functions.append(Function(f"<closure of {self.node.name.value}>", Seq(tuple(self._flat(stepping))),
+                                       self.sites.site(hook), params=frozenset({"self"})))
+        param = parameter(hook, wrapping.closure)
+        step: list[Node] = []
+        if id(hook) in self.index and param is not None:
+            funcs = ((param, len(self.functions) - 1, "self"),)
+            step = [Call(self.sites.site(hook), self.index[id(hook)], (("self", "self"),), funcs)]
+        items = self._flat(before)
+        if self.n == 1:
+            items.extend(step)
+        else:
+            accumulating = self.batch([s for s in inside if s.when != LAST])
+            items.append(Branch((Seq(tuple(step)), Seq(tuple(accumulating))), self._test(LAST)))
+        return items + self.batch(after)
+
+    def _flat(self, slots: Iterable[Slot]) -> list[Node]:
+        return [n for s in slots for n in self._slot(s)]
+
+    def _slot(self, slot: Slot) -> list[Node]:
+        """A hook the class defines (a call of it, or nothing when it performs no event), else
+        the framework's own event there."""
+        if slot.within and slot.within in self.defined:
+            return []  # it runs inside a hook the user replaced
+        hook = self.defined.get(slot.hook) if slot.hook else None
+        if hook is not None:
+            if id(hook) not in self.index:
+                return []
+            return [Call(self.sites.site(hook), self.index[id(hook)], (("self", "self"),))]
+        if slot.event is None:
+            return []
+        # The framework's own events are reported at the class, but for its step: at an
+        # override of the clear hook, which is what a ZG001 there is about.
+        clear = next((s.hook for s in self.framework.order if s.event is Kind.CLEAR and s.hook), "")
+        dropped = self.defined.get(clear)
+        where: cst.CSTNode = self.node.name
+        if slot.event is Kind.STEP:
+            where = dropped.name if dropped is not None else self.node
+        target = None if slot.event is Kind.BACKWARD else self.framework.optimizer
+        return [Event(slot.event, self.sites.site(where), target, "optimizer")]
+
+    def _gate(self, when: str, nodes: list[Node]) -> list[Node]:
+        if not nodes or when == EVERY:
+            return nodes
+        if self.n == 1:
+            return [] if when == NOT_LAST else nodes  # every batch is a window of its own
+        if when == NOT_LAST:
+            return [Branch((Seq(), Seq(tuple(nodes))), self._test(LAST))]
+        return [Branch((Seq(tuple(nodes)), Seq()), self._test(when))]
+
+    def _test(self, when: str) -> Test:
+        text = f"{COUNTER} % {self.n} == 0" if when == FIRST else f"({COUNTER} + 1) % {self.n} == 0"
+        return classify(cst.parse_expression(text))
+
+
+def _runs(order: Sequence[Slot]) -> list[tuple[str, list[Slot]]]:
+    """Consecutive slots that run on the same batches."""
+    runs: list[tuple[str, list[Slot]]] = []
+    for slot in order:
+        if runs and runs[-1][0] == slot.when:
+            runs[-1][1].append(slot)
+        else:
+            runs.append((slot.when, [slot]))
+    return runs
+
+
+def _position(chunks: Sequence[Chunk], node: cst.ClassDef) -> tuple[int, int]:
+    """The chunk and top-level statement that hold a class definition (for its sites)."""
+    for number, chunk in enumerate(chunks):
+        for top, statement in enumerate(chunk.module.body):
+            if any(found is node for found in _classes(statement)):
+                return number, top
+    return 0, 0
+
+
+def _classes(statement: cst.CSTNode) -> Iterable[cst.ClassDef]:
+    if isinstance(statement, cst.ClassDef):
+        yield statement
+        for inner in block_of(statement.body):
+            yield from _classes(inner)
+    elif not isinstance(statement, (cst.FunctionDef, cst.SimpleStatementLine)):
+        for suite in suites(statement):
+            for inner in block_of(suite):
+                yield from _classes(inner)
+
