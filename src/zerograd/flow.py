@@ -179,6 +179,10 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
 def _assume(facts: frozenset[tuple[str, int, bool]], test: Test, value: bool) -> Optional[frozenset[tuple[str, int, bool]]]:
     key, residue = test.key, test.residue
     assert key is not None
+    modulus = _modulus(key)
+    if modulus is not None:
+        residue %= modulus  # `(i + 1) % 4 == 0` is the phase `i % 4 == 3`
+    excluded = set()
     for fact_key, fact_residue, fact_value in facts:
         if fact_key != key:
             continue
@@ -186,7 +190,19 @@ def _assume(facts: frozenset[tuple[str, int, bool]], test: Test, value: bool) ->
             return None
         if fact_residue != residue and fact_value and value:
             return None  # the counter cannot sit at two phases at once
+        if not fact_value:
+            excluded.add(fact_residue)
+    if not value and modulus is not None and len(excluded | {residue}) >= modulus:
+        return None  # every other phase is ruled out: the counter sits at this one
     return facts | {(key, residue, value)}
+
+
+def _modulus(key: str) -> Optional[int]:
+    """The modulus of a modular key when it is a literal ("mod:i%4" -> 4)."""
+    if not key.startswith("mod:"):
+        return None
+    text = key.rpartition("%")[2]
+    return int(text) if text.isdigit() and 0 < int(text) <= 64 else None
 
 
 def _shift(facts: frozenset[tuple[str, int, bool]], effect: BackEffect) -> frozenset[tuple[str, int, bool]]:
@@ -200,9 +216,10 @@ def _shift(facts: frozenset[tuple[str, int, bool]], effect: BackEffect) -> froze
             kept.add((key, residue, value))  # a knob: the same answer in every iteration
         elif key.startswith("mod:"):
             counter = key[4:].partition("%")[0]
+            modulus = _modulus(key)
             if effect.everything or counter in effect.moves or counter.split(".")[0] in effect.moves:
-                residue += 1
-            if abs(residue) <= MAX_RESIDUE:
+                residue = residue + 1 if modulus is None else (residue + 1) % modulus
+            if abs(residue) <= MAX_RESIDUE or modulus is not None:
                 kept.add((key, residue, value))
         elif not effect.everything and not _mentions(key, effect.moves):
             kept.add((key, residue, value))

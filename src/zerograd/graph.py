@@ -244,8 +244,9 @@ class Graph:
     def _branch(self, node: Branch, at: int, exits: Exits) -> Optional[int]:
         summaries = tuple(self.summary(arm) for arm in node.arms)
         test = node.test
-        if test is not None and test.key not in self.keys and not (test.key or "").startswith(INVARIANT):
-            # Tested once: its outcome correlates with nothing.
+        if test is not None and test.key not in self.keys and not (test.key or "").startswith((INVARIANT, "mod:")):
+            # Tested once: its outcome correlates with nothing (but a knob's or a modular
+            # counter's, which a method of the same object shares with its caller).
             test = Test(test.accumulation, None, invariant=test.invariant, external=test.external, counter=test.counter)
         join = self.node()
         reached = False
