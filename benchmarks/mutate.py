@@ -364,27 +364,40 @@ def contamination_mutants(file: File, site: Site, holders: dict[str, set[str]]) 
         return
     others = [i for i, line in enumerate(lines) if line.steps and target not in line.steps]
     step = steps[0]
-    if max(clears) < backward[0]:
-        made = _outputs(lines[:step], mine)
-        for i, line in enumerate(lines[:step]):
-            if not isinstance(line.node, cst.SimpleStatementLine) or not made:
-                continue
-            new = line.node.visit(_Undetach(made))
-            later = [j for j in backward if i <= j < step and any(j < k < step for k in others)]
-            if new.deep_equals(line.node) or not later:
-                continue
-            # The graph through the module is now backpropagated twice: the first backward keeps it
-            # (`retain_graph=True`, as such code must to run at all).
-            first = lines[later[0]].node
-            edit = Edit({id(line.node)})
-            if first is line.node:
-                new = new.visit(_Retain())
-            elif isinstance(first, cst.SimpleStatementLine):
-                edit.delete.add(id(first))
-                edit.insert(first, first.visit(_Retain()))  # type: ignore[arg-type]
-            edit.insert(line.node, new)  # type: ignore[arg-type]
-            yield file.mutant("remove-detach", "loop", site.node, edit, f"remove .detach() ({target}'s module)", [new])
-            break
+    hoist = None
+    if max(clears) > backward[0]:
+        # The usual order (DCGAN's: the generator cleared after the discriminator's step, so its
+        # loss may reach the generator): hoisting that clear to the top is still correct while
+        # the output stays detached; the mutant does both.
+        first = lines[backward[0]]
+        if len(clears) != 1 or not lines[clears[0]].movable or first.nested or clears[0] > step:
+            return
+        hoist = clears[0]
+    made = _outputs(lines[:step], mine)
+    for i, line in enumerate(lines[:step]):
+        if not isinstance(line.node, cst.SimpleStatementLine) or not made:
+            continue
+        new = line.node.visit(_Undetach(made))
+        later = [j for j in backward if i <= j < step and any(j < k < step for k in others)]
+        if new.deep_equals(line.node) or not later:
+            continue
+        # The graph through the module is now backpropagated twice: the first backward keeps it
+        # (`retain_graph=True`, as such code must to run at all).
+        first = lines[later[0]].node
+        edit = Edit({id(line.node)})
+        described = f"remove .detach() ({target}'s module)"
+        if hoist is not None:  # inserted first: it goes before whatever else lands at that line
+            edit.delete.add(id(lines[hoist].node))
+            edit.insert(lines[backward[0]].node, moved(lines[hoist].node))
+            described += f", {target}.zero_grad() moved before the first backward"
+        if first is line.node:
+            new = new.visit(_Retain())
+        elif isinstance(first, cst.SimpleStatementLine):
+            edit.delete.add(id(first))
+            edit.insert(first, first.visit(_Retain()))  # type: ignore[arg-type]
+        edit.insert(line.node, new)  # type: ignore[arg-type]
+        yield file.mutant("remove-detach", "loop", site.node, edit, described, [new])
+        break
     if len(clears) == 1 and clears[0] < backward[0] and lines[clears[0]].movable and len(steps) == 1:
         after = [j for j in backward if j > step and any(k > j for k in others)
                  and _calls_module(lines[j].node, mine) or j > step and _loss_calls(lines, j, mine)]
