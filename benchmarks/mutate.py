@@ -28,6 +28,9 @@ Two loops in sequence (a function or module body):
 - two-phase-drop-clear: L1 clears before its backward and so ends with gradients in place; a
   clear between L1 and L2 is all that protects L2, which clears only after its step; the mutant
   deletes that clear (ZG004 or ZG001 at L2's step)
+Two GAN losses: remove-detach (ZG006), clear-before-other-backward (ZG006), below.
+Classes whose hooks a framework calls (scope: the framework; benchmarks/hook_mutants.py):
+hook-clear-between (ZG002), hook-clear-every-batch (ZG003), hook-drop-clear (ZG001).
 For each detected mutant it also asks whether a fix is offered (fixable) and whether `--fix` then
 removes the finding (repaired). An exception raised by zerograd is counted as a crash.
 """
@@ -35,6 +38,7 @@ removes the finding (repaired). An exception raised by zerograd is counted as a 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import warnings
 from collections import Counter
@@ -48,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 import libcst as cst
 from corpus import CACHE, extract_repo, fetch, load_lock, python_files
 from corpus import extract as unpack
+from hook_mutants import CLEAR_BETWEEN, DROP_CLEAR, EVERY_BATCH, TARGETS, hook_edits, hook_sites
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 from mutants import (
     STEP_FUNCTION,
@@ -72,6 +77,7 @@ from zerograd.fix import describe, fix_source
 Finding = Any  # zerograd's Finding (code, line, fix): its module is not part of the interface used here
 
 Row = tuple[str, str]  # (kind, scope)
+HOOKED = re.compile(r"(?:LightningModule|Callback)\b")  # a class a framework may call (hook_mutants.py)
 # The codes of which one must be reported, per row of the table, in the table's order.
 ROWS: dict[Row, tuple[str, ...]] = {
     ("delete-clear", "loop"): ("ZG001",),
@@ -87,6 +93,9 @@ ROWS: dict[Row, tuple[str, ...]] = {
     ("two-phase-drop-clear", "module"): ("ZG004", "ZG001"),
     ("remove-detach", "loop"): ("ZG006",),
     ("clear-before-other-backward", "loop"): ("ZG006",),
+    **{(CLEAR_BETWEEN, t.name): ("ZG002",) for t in TARGETS if t.between[0]},
+    **{(EVERY_BATCH, t.name): ("ZG003",) for t in TARGETS if t.every_batch[0]},
+    **{(DROP_CLEAR, t.name): ("ZG001",) for t in TARGETS if t.drop},
 }
 
 
@@ -159,6 +168,10 @@ def mutants(path: Path, source: str, flagged: set[int]) -> Iterator[Mutant]:
     for site in file.sites.loops:
         if site.several and file.clean(site.node):
             yield from _drop_none(contamination_mutants(file, site, holders))
+    for node, target, root in hook_sites(module):
+        if file.clean(node):
+            for kind, edit, what, inserted in hook_edits(module, node, target, root):
+                yield from _drop_none(iter([file.mutant(kind, target.name, node, edit, what, inserted)]))
 
 
 def _drop_none(made: Iterator[Optional[Mutant]]) -> Iterator[Mutant]:
@@ -501,8 +514,8 @@ def run(packages: Sequence[str]) -> Tally:
                 source = path.read_text(encoding="utf-8")
             except (UnicodeDecodeError, OSError):
                 continue
-            if "backward" not in source or "zero_grad" not in source:
-                continue  # no site without both
+            if ("backward" not in source or "zero_grad" not in source) and not HOOKED.search(source):
+                continue  # no site without both, or a framework's hooks
             where = str(path.relative_to(CACHE / "src"))
             try:
                 flagged = {f.line for f in _lint(source)}

@@ -154,12 +154,14 @@ class _Driver:
             funcs = ((param, len(self.functions) - 1, "self"),)
             step = [Call(self.sites.site(hook), self.index[id(hook)], (("self", "self"),), funcs)]
         items = self._flat(before)
-        if self.n == 1:
-            items.extend(step)
-        else:
+        if self.n > 1:
+            # The closure alone first, on the batches that do not step; then the step batch's
+            # override: so the gradients of the others pass the step's test pending, as in a
+            # loop that steps under `if (i + 1) % n == 0:` after its backward.
             accumulating = self.batch([s for s in inside if s.when != LAST])
-            items.append(Branch((Seq(tuple(step)), Seq(tuple(accumulating))), self._test(LAST)))
-        return items + self.batch(after)
+            items.append(Branch((Seq(), Seq(tuple(accumulating))), self._test(LAST)))
+            step = [Branch((Seq(tuple(step)), Seq()), self._test(LAST))]
+        return items + step + self.batch(after)
 
     def _flat(self, slots: Iterable[Slot]) -> list[Node]:
         return [n for s in slots for n in self._slot(s)]
