@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Protocol
 
 from .flow import Verdict
+from .frameworks import HOOKS
 from .graph import TooBig
 from .model import Finding, Settings, Span, calls_of
 from .rules import code_for, message
@@ -41,9 +42,9 @@ _DEFINITION = re.compile(r"\bdef\s+$")
 
 
 # A framework's hooks (rules.md section 7) can hold a finding with no backward in the file: a
-# clear, or an override of the framework's clear hook, in a module naming the framework.
+# clear, or an override of the framework's clear hook, in a module that defines a hook.
 _HOOK_CLEAR = ("zero_grad", ".grad")
-_FRAMEWORK = re.compile(r"lightning|transformers|fastai")
+_HOOK = re.compile(r"\bdef\s+(?:%s)\s*\(" % "|".join(sorted(HOOKS)))
 
 
 def may_hold_findings(source: str) -> bool:
@@ -52,7 +53,7 @@ def may_hold_findings(source: str) -> bool:
         for match in _CALL.finditer(source):
             if not _DEFINITION.search(source, max(0, match.start() - 12), match.start()):
                 return True
-    return any(word in source for word in _HOOK_CLEAR) and _FRAMEWORK.search(source) is not None
+    return any(word in source for word in _HOOK_CLEAR) and _HOOK.search(source) is not None
 
 
 @dataclass(frozen=True)

@@ -175,6 +175,7 @@ FRAMEWORKS = (
 )
 
 
+HOOKS = frozenset(s.hook for f in FRAMEWORKS for s in f.order if s.hook)
 # The keywords that set a framework's accumulation (relevance.py keeps the bodies that use one).
 SETTINGS = frozenset(f.accumulation[1] for f in FRAMEWORKS if f.accumulation[1])
 
