@@ -119,6 +119,7 @@ graykode/nlp-tutorial hunkim/PyTorchZeroToAll MorvanZhou/PyTorch-Tutorial rasbt/
 """.split()
 CODES = ["ZG001", "ZG002", "ZG003", "ZG004", "ZG005", "ZG006", "ZG900", "ZG901"]
 COLUMNS = ("files", "linked", "scopes", "stepfn", "capped")
+HOOKED = "hooked:"  # row keys: classes whose hooks a framework calls (drivers), per framework
 
 
 def main() -> int:
@@ -162,6 +163,7 @@ def _table(split: str, entries: list[tuple[str, str, dict[str, str]]], details: 
     print(f"{'package or repository':<48} " + " ".join(f"{c:>6}" for c in COLUMNS) + " "
           + " ".join(f"{c:>5}" for c in CODES))
     totals: Counter[str] = Counter()
+    hooked: dict[str, list[str]] = {}
     for kind, name, pin in entries:
         root = extract(fetch(name, pin)) if kind == "pypi" else extract_repo(name, pin)
         if root is None:
@@ -171,9 +173,13 @@ def _table(split: str, entries: list[tuple[str, str, dict[str, str]]], details: 
         totals.update(row)
         label = f"{name}=={pin['version']}" if kind == "pypi" else f"{name}@{pin['commit'][:10]}"
         print(_row(label, row))
+        for key in (k for k in row if k.startswith(HOOKED)):
+            hooked.setdefault(key[len(HOOKED):], []).append(f"{label} {row[key]}")
     print(_row("total", totals))
-    found = sum(totals[c] for c in CODES[:5])
+    found = sum(totals[c] for c in CODES[:6])
     print(f"findings: {found} on {totals['scopes']} analysed scopes, each reviewed in REALCODE.md")
+    for framework, where in sorted(hooked.items()):
+        print(f"hooked classes analysed ({framework}): {totals[HOOKED + framework]}: {', '.join(where)}")
 
 
 def _scan(root: Path, details: list[str]) -> Counter[str]:
@@ -193,6 +199,7 @@ def _scan(root: Path, details: list[str]) -> Counter[str]:
         row["scopes"] += report.scopes
         row["stepfn"] += report.step_functions
         row["capped"] += report.capped
+        row.update(HOOKED + framework for framework in report.hooked)
         for finding in unsuppressed(report.findings, lines):
             row[finding.code] += 1
             details.append(f"{path.relative_to(CACHE / 'src')}:{where(finding)}: {finding.code} {finding.message}")
@@ -218,6 +225,7 @@ def _linked(paths: list[Path], row: Counter[str], details: list[str]) -> set[Pat
         row["scopes"] += report.scopes
         row["stepfn"] += report.step_functions
         row["capped"] += report.capped
+        row.update(HOOKED + framework for framework in report.hooked)
         for name in group:
             grouped.add(Path(name))
             for finding in unsuppressed(found[name], texts[name].splitlines()):

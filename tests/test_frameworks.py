@@ -38,7 +38,8 @@ def test_a_dropped_clear_needs_no_backward_in_the_file() -> None:
 
 def test_the_name_alone_is_no_hook() -> None:
     for base in ("nn.Module", "LightningModule", "other.LightningModule"):
-        source = DROPPED.replace("L.LightningModule", base).replace("import lightning as L", "import other\nimport torch.nn as nn")
+        imports = "import other\nimport torch.nn as nn"
+        source = DROPPED.replace("L.LightningModule", base).replace("import lightning as L", imports)
         assert codes(source) == [], base
 
 
@@ -60,7 +61,8 @@ def test_accumulation_is_a_literal_agreed_by_every_setting() -> None:
 
 
 def test_star_imports_resolve_a_base() -> None:
-    source = "from fastai.vision.all import *\n\n\nclass Cb(Callback):\n    def before_step(self):\n        self.opt.zero_grad()\n"
+    source = ("from fastai.vision.all import *\n\n\nclass Cb(Callback):\n"
+              "    def before_step(self):\n        self.opt.zero_grad()\n")
     assert codes(source) == [(6, "ZG002")]
 
 

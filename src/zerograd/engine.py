@@ -44,7 +44,7 @@ _DEFINITION = re.compile(r"\bdef\s+$")
 # A framework's hooks (rules.md section 7) can hold a finding with no backward in the file: a
 # clear, or an override of the framework's clear hook, in a module that defines a hook.
 _HOOK_CLEAR = ("zero_grad", ".grad")
-_HOOK = re.compile(r"\bdef\s+(?:%s)\s*\(" % "|".join(sorted(HOOKS)))
+_HOOK = re.compile(rf"\bdef\s+(?:{'|'.join(sorted(HOOKS))})\s*\(")
 
 
 def may_hold_findings(source: str) -> bool:
@@ -62,6 +62,7 @@ class Report:
     scopes: int = 0  # scopes analysed (module bodies, functions: those that backpropagate and step)
     step_functions: int = 0  # of which step functions (rules.md section 3)
     capped: int = 0  # scopes a cap stopped: they report nothing
+    hooked: tuple[str, ...] = ()  # of the scopes, the drivers of framework hooks: each one's framework
 
 
 def lint_source(source: str, settings: Settings = Settings(), tree: Optional[ast.Module] = None) -> list[Finding]:
@@ -164,11 +165,14 @@ def analyse(program: Program, sites: Locator) -> tuple[Report, list[tuple[int, F
     analyzer = Analyzer(program)
     found: dict[int, list[Verdict]] = {}
     scopes = steppers = capped = 0
+    hooked: list[str] = []
     for fid, function in enumerate(program.functions):
         targets = analyzer.targets(fid)
         if not targets:
             continue
         scopes += 1
+        if function.driver:
+            hooked.append(function.driver)
         steppers += function.step_function
         try:
             found[fid] = [v for target in targets for v in _analyse_target(analyzer, fid, target)]
@@ -176,7 +180,7 @@ def analyse(program: Program, sites: Locator) -> tuple[Report, list[tuple[int, F
             capped += 1  # no silent budget: the scope reports nothing, and is counted
             found[fid] = []
     sited = _findings(program, analyzer, found, sites)
-    return Report([finding for _, finding in sited], scopes, steppers, capped), sited
+    return Report([finding for _, finding in sited], scopes, steppers, capped, tuple(hooked)), sited
 
 
 def _analyse_target(analyzer: Analyzer, fid: int, target: str) -> list[Verdict]:
