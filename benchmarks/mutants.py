@@ -112,7 +112,8 @@ def _suites(statement: cst.BaseCompoundStatement) -> Iterator[tuple[cst.BaseSuit
         if branch is not None:
             yield branch.body, False, chain
         return
-    yield statement.body, isinstance(statement, (cst.For, cst.While)), ()
+    if not isinstance(statement, cst.Match):  # a `match` has only its cases' suites
+        yield statement.body, isinstance(statement, (cst.For, cst.While)), ()
     extras = [handler.body for handler in getattr(statement, "handlers", ())]
     extras += [case.body for case in getattr(statement, "cases", ())]  # `match`
     for name in ("orelse", "finalbody"):  # a loop's or a try's `else:`, a try's `finally:`

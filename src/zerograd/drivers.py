@@ -14,16 +14,15 @@ drops it ZG001.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 import libcst as cst
 
 from .conditions import classify
-from .facts import ClassInfo, ModuleInfo
-from .frameworks import COUNTER, EVERY, FIRST, LAST, NOT_LAST, Framework, Slot, framework_of
+from .facts import ClassInfo, ModuleInfo, Registered
+from .frameworks import COUNTER, EVERY, FIRST, LAST, NOT_LAST, STARTED, Framework, Slot, framework_of
 from .model import Branch, Call, Event, Function, Kind, Loop, Node, Seq, Test
-from .naming import block_of, suites
 from .sites import Chunk, Sites
 from .walk import nodes_in
 
@@ -109,22 +108,48 @@ def add_driver(info: ModuleInfo, cls: ClassInfo, framework: Framework, sites: Si
         return
     sites.chunk, sites.top = _position(chunks, cls.node)
     n = info.accumulation.get(framework.accumulation[1]) or 1
-    driver = _Driver(framework, cls.node, defined, max(n, 1), sites, index, functions)
-    loop = Loop(Seq(tuple(driver.batch(framework.order))), sites.site(cls.node.body), targets=frozenset({COUNTER}),
-                collection=True, moves=frozenset({COUNTER}))
-    functions.append(Function(f"<{framework.name} driver of {cls.name}>", Seq((loop,)), sites.site(cls.node),
-                              params=frozenset({"self"}), local=frozenset({COUNTER}), driver=framework.name))
+    driver = _Driver(framework, cls.name, (cls.node, cls.node.name, cls.node.body), defined, max(n, 1), sites, index,
+                     functions, (("self", "self"),))
+    driver.add(framework.order)
+
+
+def add_registered(info: ModuleInfo, trainer: Registered, sites: Sites, index: dict[int, int],
+                   functions: list[Function], chunks: Sequence[Chunk]) -> None:
+    """The driver of an engine built by a framework's factory (ignite's create_supervised_trainer)
+    around the handlers registered on it, when its accumulation is a literal N > 1: only then can
+    a handler's clear be misplaced (every handler runs before or after the whole update)."""
+    if trainer.accumulation is None or trainer.accumulation <= 1 or not trainer.handlers:
+        return
+    sites.chunk, sites.top = _position(chunks, trainer.call)
+    framework = replace(trainer.framework, optimizer=trainer.optimizer)
+    defined = {f"{event}:{h.name.value}": h for event, h in trainer.handlers}
+    order = [*(Slot(k) for k in defined if k.startswith(STARTED)), *framework.order,
+             *(Slot(k) for k in defined if not k.startswith(STARTED))]
+    call = trainer.call
+    driver = _Driver(framework, "engine", (call, call.func, call.args[0] if call.args else call), defined,
+                     trainer.accumulation, sites, index, functions, ())
+    driver.add(order)
 
 
 @dataclass
 class _Driver:
     framework: Framework
-    node: cst.ClassDef
+    name: str  # the class (or engine) whose hooks it calls
+    nodes: tuple[cst.CSTNode, cst.CSTNode, cst.CSTNode]  # where its step, its other events and its loop are
     defined: dict[str, cst.FunctionDef]  # the hooks the class defines
     n: int  # batches per accumulation window
     sites: Sites
     index: dict[int, int]
     functions: list[Function]
+    bindings: tuple[tuple[str, str], ...]  # a method's `self` is the driver's; a function's names its caller's
+
+    def add(self, order: Sequence[Slot]) -> None:
+        """Append the driver: a loop over batches."""
+        loop = Loop(Seq(tuple(self.batch(order))), self.sites.site(self.nodes[2]), targets=frozenset({COUNTER}),
+                    collection=True, moves=frozenset({COUNTER}))
+        self.functions.append(Function(f"<{self.framework.name} driver of {self.name}>", Seq((loop,)),
+                                       self.sites.site(self.nodes[0]), params=frozenset(b[0] for b in self.bindings),
+                                       local=frozenset({COUNTER}), driver=self.framework.name))
 
     def batch(self, order: Sequence[Slot]) -> list[Node]:
         """One batch: the slots in order, those of the first or last batch of a window gated."""
@@ -146,13 +171,13 @@ class _Driver:
         # With N > 1 the last batch of a window is not its first: its closure does not clear.
         stepping = [s for s in inside if s.when != FIRST or self.n == 1]
         hook = self.defined[wrapping.hook]
-        self.functions.append(Function(f"<closure of {self.node.name.value}>", Seq(tuple(self._flat(stepping))),
+        self.functions.append(Function(f"<closure of {self.name}>", Seq(tuple(self._flat(stepping))),
                                        self.sites.site(hook), params=frozenset({"self"})))
         param = parameter(hook, wrapping.closure)
         step: list[Node] = []
         if id(hook) in self.index and param is not None:
             funcs = ((param, len(self.functions) - 1, "self"),)
-            step = [Call(self.sites.site(hook), self.index[id(hook)], (("self", "self"),), funcs)]
+            step = [Call(self.sites.site(hook), self.index[id(hook)], self.bindings, funcs)]
         items = self._flat(before)
         if self.n > 1:
             # The closure alone first, on the batches that do not step; then the step batch's
@@ -175,16 +200,16 @@ class _Driver:
         if hook is not None:
             if id(hook) not in self.index:
                 return []
-            return [Call(self.sites.site(hook), self.index[id(hook)], (("self", "self"),))]
+            return [Call(self.sites.site(hook), self.index[id(hook)], self.bindings)]
         if slot.event is None:
             return []
         # The framework's own events are reported at the class, but for its step: at an
         # override of the clear hook, which is what a ZG001 there is about.
         clear = next((s.hook for s in self.framework.order if s.event is Kind.CLEAR and s.hook), "")
         dropped = self.defined.get(clear)
-        where: cst.CSTNode = self.node.name
+        where = self.nodes[1]
         if slot.event is Kind.STEP:
-            where = dropped.name if dropped is not None else self.node
+            where = dropped.name if dropped is not None else self.nodes[0]
         target = None if slot.event is Kind.BACKWARD else self.framework.optimizer
         return [Event(slot.event, self.sites.site(where), target, "optimizer")]
 
@@ -213,22 +238,11 @@ def _runs(order: Sequence[Slot]) -> list[tuple[str, list[Slot]]]:
     return runs
 
 
-def _position(chunks: Sequence[Chunk], node: cst.ClassDef) -> tuple[int, int]:
-    """The chunk and top-level statement that hold a class definition (for its sites)."""
+def _position(chunks: Sequence[Chunk], node: cst.CSTNode) -> tuple[int, int]:
+    """The chunk and top-level statement that hold `node` (for its sites)."""
     for number, chunk in enumerate(chunks):
         for top, statement in enumerate(chunk.module.body):
-            if any(found is node for found in _classes(statement)):
+            if any(found is node for found in nodes_in(statement)):
                 return number, top
     return 0, 0
-
-
-def _classes(statement: cst.CSTNode) -> Iterable[cst.ClassDef]:
-    if isinstance(statement, cst.ClassDef):
-        yield statement
-        for inner in block_of(statement.body):
-            yield from _classes(inner)
-    elif not isinstance(statement, (cst.FunctionDef, cst.SimpleStatementLine)):
-        for suite in suites(statement):
-            for inner in block_of(suite):
-                yield from _classes(inner)
 

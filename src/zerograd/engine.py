@@ -44,7 +44,7 @@ _DEFINITION = re.compile(r"\bdef\s+$")
 # A framework's hooks (rules.md section 7) can hold a finding with no backward in the file: a
 # clear, or an override of the framework's clear hook, in a module that defines a hook.
 _HOOK_CLEAR = ("zero_grad", ".grad")
-_HOOK = re.compile(rf"\bdef\s+(?:{'|'.join(sorted(HOOKS))})\s*\(")
+_HOOK = re.compile(rf"\bdef\s+(?:{'|'.join(sorted(HOOKS))})\s*\(|Events\.ITERATION_")
 
 
 def may_hold_findings(source: str) -> bool:

@@ -10,11 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Union
 
 import libcst as cst
 
-from .frameworks import accumulation_of
+from .frameworks import COMPLETED, STARTED, Framework, accumulation_of, factory_of
 from .naming import block_of, dotted, receiver_key, suites
 from .optimizers import (
     NON_TORCH_ROOTS,
@@ -62,6 +62,18 @@ class FunctionFacts:
 
 
 @dataclass
+class Registered:
+    """An engine a framework's factory built (`trainer = create_supervised_trainer(model, opt,
+    loss, gradient_accumulation_steps=4)`), and the handlers registered on it per iteration."""
+
+    framework: Framework
+    call: cst.Call
+    optimizer: str  # the key of the optimizer it was handed
+    accumulation: Optional[int]  # None: computed
+    handlers: list[tuple[str, cst.FunctionDef]] = field(default_factory=list)  # (event, handler)
+
+
+@dataclass
 class ModuleInfo:
     aliases: dict[str, str] = field(default_factory=dict)
     functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
@@ -74,6 +86,10 @@ class ModuleInfo:
     relevant: set[int] = field(default_factory=set)  # functions that can perform an event
     registered: set[str] = field(default_factory=set)  # names handed to a framework per batch
     stars: list[str] = field(default_factory=list)  # modules imported with `from m import *`
+    # (id of the function, 0 for the module body; engine key) -> what built it, and the handlers
+    # registered on it there: (that engine, event, the handler or its name).
+    engines: dict[tuple[int, str], Registered] = field(default_factory=dict)
+    handlers: list[tuple[tuple[int, str], str, Union[str, cst.FunctionDef]]] = field(default_factory=list)
     # A framework's accumulation keyword -> its literal value wherever this module sets it (None:
     # computed somewhere, or set to different values): frameworks.py
     accumulation: dict[str, Optional[int]] = field(default_factory=dict)
@@ -157,6 +173,10 @@ class Collector:
                 self.statements(block_of(suite), cls)
 
     def function_def(self, node: cst.FunctionDef, cls: Optional[ClassInfo]) -> None:
+        for decorator in node.decorators:  # `@trainer.on(Events.ITERATION_COMPLETED)`
+            found = _registration(decorator.decorator, "on")
+            if found is not None:
+                self.info.handlers.append(((id(self.function or 0), found[0]), found[1], node))
         if cls is not None:
             cls.methods[node.name.value] = node
         elif self.function is None:
@@ -216,6 +236,10 @@ class Collector:
         keyword = accumulation_of(self.info.qualify(func) or "")
         if keyword is not None:
             self._accumulation(keyword, call)
+        registered = _registration(call, "add_event_handler")
+        if registered is not None and len(call.args) > 1 and isinstance(call.args[1].value, cst.Name):
+            where = (id(self.function or 0), registered[0])
+            self.info.handlers.append((where, registered[1], call.args[1].value.value))
         for used in (func, *(arg.value for arg in call.args)):
             if isinstance(used, (cst.Name, cst.Attribute)):
                 facts.callees.add(used.value if isinstance(used, cst.Name) else used.attr.value)
@@ -228,6 +252,17 @@ class Collector:
             keyword = arg.keyword.value if arg.keyword else ""
             if REGISTER_CALL.match(callee) or REGISTER_KEYWORD.match(keyword):
                 self.info.registered.add(handed_name)
+
+    def _engine(self, key: str, framework: Framework, call: cst.Call) -> None:
+        """`trainer = create_supervised_trainer(model, optimizer, ...)`: its optimizer and N."""
+        args = [a for a in call.args if a.keyword is None]
+        named = {a.keyword.value: a.value for a in call.args if a.keyword is not None}
+        optimizer = named.get("optimizer", args[1].value if len(args) > 1 else None)
+        if not isinstance(optimizer, (cst.Name, cst.Attribute)):
+            return
+        setting = named.get(framework.accumulation[1])
+        n = 1 if setting is None else _literal(setting)
+        self.info.engines[(id(self.function or 0), key)] = Registered(framework, call, receiver_key(optimizer), n)
 
     def _accumulation(self, keyword: str, call: cst.Call) -> None:
         """`Trainer(accumulate_grad_batches=4)`: the framework's N, when it is a literal."""
@@ -264,6 +299,9 @@ class Collector:
 
     def _assigned(self, key: str, qualified: str, value: cst.Call) -> None:
         table = self.info.table
+        framework = factory_of(qualified)
+        if framework is not None:
+            self._engine(key, framework, value)
         if is_optimizer_callee(qualified):
             table.built.add(key)
             # LBFGS evaluates a step's closure many times; other classes once, or as they like
@@ -324,3 +362,12 @@ def _literal(node: cst.BaseExpression) -> Optional[int]:
         return int(node.value, 0) if isinstance(node, cst.Integer) else None
     except ValueError:
         return None
+
+
+def _registration(node: cst.BaseExpression, method: str) -> Optional[tuple[str, str]]:
+    """(engine key, event) of `engine.<method>(Events.ITERATION_COMPLETED, ...)` (no filter)."""
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or node.func.attr.value != method:
+        return None
+    event = dotted(node.args[0].value) if node.args else None
+    name = (event or "").rsplit(".", 1)[-1]
+    return (receiver_key(node.func.value), name) if name in (STARTED, COMPLETED) else None

@@ -175,9 +175,29 @@ FRAMEWORKS = (
 )
 
 
+# ignite, from its published documentation (ignite.engine.create_supervised_trainer, 0.5: "the
+# update function ... gradient_accumulation_steps: number of steps the gradients should be
+# accumulated across", default 1; ignite.engine.events.Events: ITERATION_STARTED, the process
+# function, ITERATION_COMPLETED, per iteration). Its code is reserved (shared/heldout-corpus.txt),
+# so which iteration of a window clears and steps is not read from it: a finding here must hold
+# for any phase (a handler's clear every iteration under N > 1). Handlers are registered with
+# `@engine.on(Events.X)` or `engine.add_event_handler(Events.X, f)`; they are slots named
+# "<event>:<function>" before and after the update.
+STARTED, COMPLETED = "ITERATION_STARTED", "ITERATION_COMPLETED"
+IGNITE = Framework(
+    "ignite",
+    frozenset({"ignite"}),
+    frozenset({"create_supervised_trainer"}),
+    (Slot("", Kind.CLEAR, when=FIRST), Slot("", Kind.BACKWARD), Slot("", Kind.STEP, when=LAST)),
+    "optimizer",  # replaced by the key of the optimizer the factory was handed
+    re.compile(r"(?!)"),
+    re.compile(r"(?!)"),
+    (frozenset({"create_supervised_trainer"}), "gradient_accumulation_steps"),
+)
+
 HOOKS = frozenset(s.hook for f in FRAMEWORKS for s in f.order if s.hook)
 # The keywords that set a framework's accumulation (relevance.py keeps the bodies that use one).
-SETTINGS = frozenset(f.accumulation[1] for f in FRAMEWORKS if f.accumulation[1])
+SETTINGS = frozenset(f.accumulation[1] for f in (*FRAMEWORKS, IGNITE) if f.accumulation[1])
 
 
 def framework_of(base: str) -> Optional[Framework]:
@@ -185,6 +205,12 @@ def framework_of(base: str) -> Optional[Framework]:
     `pl.LightningModule` resolved through its import) is."""
     root, name = base.split(".", 1)[0], base.rsplit(".", 1)[-1]
     return next((f for f in FRAMEWORKS if root in f.roots and name in f.classes), None)
+
+
+def factory_of(qualified: str) -> Optional[Framework]:
+    """The framework whose engine `qualified` builds around registered handlers (ignite's)."""
+    root, name = qualified.split(".", 1)[0], qualified.rsplit(".", 1)[-1]
+    return IGNITE if root in IGNITE.roots and name in IGNITE.classes else None
 
 
 def accumulation_of(qualified: str) -> Optional[str]:

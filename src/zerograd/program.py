@@ -15,7 +15,7 @@ from typing import Optional, Union
 import libcst as cst
 
 from .calls import Context, Link
-from .drivers import add_driver, hooked, hooks, parameter
+from .drivers import add_driver, add_registered, hooked, hooks, parameter
 from .facts import ClassInfo, Collector, ModuleInfo, mark_relevant
 from .frameworks import Slot
 from .model import Function, Program, Seq, Settings
@@ -87,6 +87,8 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
         framework = builder.frameworks.get(id(cls))
         if framework is not None:
             add_driver(info, cls, framework, sites, index, scopes, chunks)
+    for engine in info.engines.values():
+        add_registered(info, engine, sites, index, scopes, chunks)
     program = Program(scopes, {k: frozenset(v) for k, v in info.table.links.items()})
     for position, (function, cls) in enumerate(functions, start=1):
         if _is_step_function(function, cls, builder, info):
@@ -99,6 +101,11 @@ def _hook_facts(builder: Builder, info: ModuleInfo) -> None:
     (no step functions), the framework's optimizer is one, and a hook's optimizer and closure
     parameters are the framework's."""
     builder.frameworks = hooked(info)
+    for key, event, handler in info.handlers:
+        found = handler if isinstance(handler, cst.FunctionDef) else _function_named(info, handler)
+        if key in info.engines and found is not None:
+            info.engines[key].handlers.append((event, found))
+            builder.called.add(id(found))
     for cls in {id(c): c for c in info.class_of.values()}.values():
         framework = builder.frameworks.get(id(cls))
         if framework is None:
@@ -111,6 +118,12 @@ def _hook_facts(builder: Builder, info: ModuleInfo) -> None:
                 param = parameter(hook, position)
                 if param is not None:
                     role[id(hook)] = param
+
+
+def _function_named(info: ModuleInfo, name: str) -> Optional[cst.FunctionDef]:
+    """The one function of this name (a handler handed over by name), if there is one."""
+    found = [f for f in info.every_function if f.name.value == name]
+    return found[0] if len(found) == 1 else None
 
 
 def _exports(info: ModuleInfo, index: dict[int, int]) -> Exports:
