@@ -13,6 +13,7 @@ from typing import Optional
 
 import libcst as cst
 
+from .frameworks import ACCELERATE_SYNC
 from .keys import counter_of, root_of
 from .model import Test
 from .naming import block_of, suites, text_of
@@ -70,7 +71,7 @@ def _accumulation_node(node: cst.CSTNode) -> bool:
     if isinstance(node, cst.BinaryOperation):
         return isinstance(node.operator, cst.Modulo) and not isinstance(node.left, (cst.SimpleString, cst.FormattedString))
     if isinstance(node, cst.Attribute):
-        return node.attr.value == "sync_gradients"
+        return node.attr.value == ACCELERATE_SYNC
     if isinstance(node, cst.Comparison):
         left = node.left
         for target in node.comparisons:

@@ -195,6 +195,13 @@ IGNITE = Framework(
     (frozenset({"create_supervised_trainer"}), "gradient_accumulation_steps"),
 )
 
+# accelerate, from its published documentation (Accelerator.accumulate and "Gradient
+# accumulation": inside `with accelerator.accumulate(model):` the prepared optimizer's step() and
+# zero_grad() act only when `accelerator.sync_gradients` is true; `accelerator.backward(loss)` is
+# the backward). Its code is reserved. scopes.py gates STEP and CLEAR inside such a block by this
+# condition (rules.md section 4).
+ACCELERATE_BLOCK, ACCELERATE_SYNC = "accumulate", "sync_gradients"
+
 HOOKS = frozenset(s.hook for f in FRAMEWORKS for s in f.order if s.hook)
 # The keywords that set a framework's accumulation (relevance.py keeps the bodies that use one).
 SETTINGS = frozenset(f.accumulation[1] for f in (*FRAMEWORKS, IGNITE) if f.accumulation[1])

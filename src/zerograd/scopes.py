@@ -17,7 +17,7 @@ from .calls import Context, Link
 from .clears import Clears
 from .conditions import PURE, classify, classify_flag, flag_definitions, names_of
 from .facts import ModuleInfo
-from .frameworks import Framework, optimizer_key
+from .frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework, optimizer_key
 from .keys import INVARIANT, root_of
 from .model import Branch, Call, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
 from .naming import (
@@ -227,8 +227,8 @@ class Builder(Clears):
         items: list[Node] = []
         for item in node.items:
             call = item.item
-            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "accumulate":
-                key = f"{text_of(call.func.value)}.sync_gradients"
+            if isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == ACCELERATE_BLOCK:
+                key = f"{text_of(call.func.value)}.{ACCELERATE_SYNC}"
                 ctx = replace(ctx, gate=Test(accumulation=True, key=key))
             else:
                 items.extend(self.expression_events(call, ctx))
