@@ -187,3 +187,21 @@ def test_editing_an_imported_class_changes_the_callers_finding(capsys: pytest.Ca
     assert leaks() == []  # the method now clears after its step: t.apply() in the caller is fine
     trainer.write_text(original)
     assert leaks() == ["ZG001"]
+
+
+def test_editing_the_trainers_accumulation_changes_a_hooks_finding(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    shutil.copytree(ROOT / "fixtures" / "projects" / "frameworks", tmp_path / "frameworks")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ZEROGRAD_CACHE_DIR")
+
+    def codes() -> list[str]:
+        return sorted(line.split(": ")[1][:5] for line in cli(capsys, "frameworks")[1].splitlines() if "models.py" in line)
+
+    assert codes() == ["ZG002", "ZG003"]
+    train = tmp_path / "frameworks" / "train.py"
+    original = train.read_text()
+    train.write_text(original.replace("accumulate_grad_batches=4", "accumulate_grad_batches=1"))
+    assert codes() == ["ZG002"]  # models.py is unchanged: its cached findings are its group's
+    train.write_text(original)
+    assert codes() == ["ZG002", "ZG003"]

@@ -21,7 +21,7 @@ import libcst as cst
 
 from .conditions import classify
 from .facts import ClassInfo, ModuleInfo, Registered
-from .frameworks import COUNTER, EVERY, FIRST, LAST, NOT_LAST, STARTED, Framework, Slot, framework_of
+from .frameworks import ALONE, COUNTER, EVERY, FIRST, LAST, NOT_LAST, STARTED, Framework, Outside, Slot, framework_of, named
 from .model import Branch, Call, Event, Function, Kind, Loop, Node, Seq, Test
 from .sites import Chunk, Sites
 from .walk import nodes_in
@@ -29,26 +29,28 @@ from .walk import nodes_in
 MAX_DEPTH = 5  # bases followed within the module
 
 
-def hooked(info: ModuleInfo) -> dict[int, Framework]:
+def hooked(info: ModuleInfo, outside: Outside = ALONE) -> dict[int, Framework]:
     """id(ClassInfo) -> the framework whose order runs the class's hooks. A class that takes the
     order over (Lightning's `automatic_optimization = False`) has none: its `training_step` is a
     step function of its own (rules.md section 3)."""
     found = {}
     for cls in {id(c): c for c in info.class_of.values()}.values():
-        framework = _framework(info, cls, 0)
+        framework = _framework(info, cls, 0, outside)
         if framework is not None and not (framework.manual and _manual(info, cls, framework.manual)):
             found[id(cls)] = framework
     return found
 
 
-def _framework(info: ModuleInfo, cls: ClassInfo, depth: int) -> Optional[Framework]:
+def _framework(info: ModuleInfo, cls: ClassInfo, depth: int, outside: Outside) -> Optional[Framework]:
     for base in cls.bases:
         head, _, rest = base.partition(".")
         local = info.classes.get(base) if not rest else None
         if local is not None and local is not cls:
-            found = _framework(info, local, depth + 1) if depth < MAX_DEPTH else None
+            found = _framework(info, local, depth + 1, outside) if depth < MAX_DEPTH else None
         elif head in info.aliases:
-            found = framework_of(info.aliases[head] + (f".{rest}" if rest else ""))
+            qualified = info.aliases[head] + (f".{rest}" if rest else "")
+            # A base of the framework's own, or a class of the project's that derives from one.
+            found = framework_of(qualified) or named(outside.base(qualified) or "")
         else:  # `from fastai.vision.all import *`
             found = next((f for star in info.stars if (f := framework_of(f"{star}.{base}")) is not None), None)
         if found is not None:

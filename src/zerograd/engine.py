@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Protocol
 
 from .flow import Verdict
-from .frameworks import HOOKS
+from .frameworks import ALONE, HOOKS, Outside
 from .graph import TooBig
 from .model import Finding, Settings, Span, calls_of
 from .rules import code_for, message
@@ -108,7 +108,8 @@ class Front:
 
 
 def front_end(source: str, settings: Settings, elide: bool = True, tree: Optional[ast.Module] = None,
-              link: Optional[Link] = None, linked: frozenset[str] = frozenset()) -> Front | Report:
+              link: Optional[Link] = None, linked: frozenset[str] = frozenset(),
+              outside: Optional[Outside] = None) -> Front | Report:
     """Parse and build one module (a Report holds its syntax error); `link` and `linked` name
     the functions of the other modules of the project (project.py)."""
     import libcst
@@ -129,7 +130,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
         return Report([_syntax_error(source, str(error) or type(error).__name__, 1, 0)])
     try:
-        return Front(*build_module(chunks, settings, link, linked))
+        return Front(*build_module(chunks, settings, link, linked, outside or ALONE))
     except RecursionError:
         return Report([], capped=1)
 

@@ -11,7 +11,8 @@ the published package at the version given. No LibCST here.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Optional
 
 from .model import Kind
@@ -205,6 +206,23 @@ ACCELERATE_BLOCK, ACCELERATE_SYNC = "accumulate", "sync_gradients"
 HOOKS = frozenset(s.hook for f in FRAMEWORKS for s in f.order if s.hook)
 # The keywords that set a framework's accumulation (relevance.py keeps the bodies that use one).
 SETTINGS = frozenset(f.accumulation[1] for f in (*FRAMEWORKS, IGNITE) if f.accumulation[1])
+
+
+@dataclass(frozen=True)
+class Outside:
+    """What the other modules of a project say about one module (project.py): the framework an
+    imported base class derives from (a qualified name -> the framework's name), and the
+    accumulation settings of the modules linked with it (keyword -> literal; None: unknown)."""
+
+    base: Callable[[str], Optional[str]] = lambda qualified: None
+    accumulation: Mapping[str, Optional[int]] = field(default_factory=dict)
+
+
+ALONE = Outside()  # a module checked on its own (the flake8 plugin, a module outside every group)
+
+
+def named(name: str) -> Optional[Framework]:
+    return next((f for f in FRAMEWORKS if f.name == name), None)
 
 
 def framework_of(base: str) -> Optional[Framework]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Optional, Union
 
 import libcst as cst
@@ -17,7 +17,7 @@ import libcst as cst
 from .calls import Context, Link
 from .drivers import add_driver, add_registered, hooked, hooks, parameter
 from .facts import ClassInfo, Collector, ModuleInfo, mark_relevant
-from .frameworks import Slot
+from .frameworks import ALONE, Outside, Slot
 from .model import Function, Program, Seq, Settings
 from .naming import assigned_names, block_of, suites
 from .optimizers import NON_TORCH_NUMERIC, OTHER_AUTOGRAD_ROOTS, TORCH_FAMILY, OptimizerTable
@@ -33,6 +33,7 @@ class Exports:
 
     functions: dict[str, tuple[int, tuple[str, ...]]]
     fields: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]]
+    hooked: dict[str, str] = field(default_factory=dict)  # class -> the framework calling its hooks
 
 # Names of per-batch update functions (rules.md section 3); `test_*` and `main` never are.
 STEP_NAMES = re.compile(
@@ -49,7 +50,7 @@ def build(module: Union[cst.Module, list[Chunk]], settings: Settings) -> tuple[P
 
 
 def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, link: Optional[Link] = None,
-                 linked: frozenset[str] = frozenset()) -> tuple[Program, Sites, Exports]:
+                 linked: frozenset[str] = frozenset(), outside: Outside = ALONE) -> tuple[Program, Sites, Exports]:
     """build, and the module's functions that other modules can call: name (`f`, `Class.m`)
     -> (position in Program.functions, positional parameters). `link` and `linked` (project.py)
     name the functions of other modules of the project."""
@@ -68,7 +69,7 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
     functions = [(f, cls) for f, cls, _ in placed]
     index = {id(f): position + 1 for position, (f, _) in enumerate(functions)}
     builder = Builder(info, sites, index, link)
-    _hook_facts(builder, info)
+    _hook_facts(builder, info, outside)
     scopes = [_module_scope(builder, chunks, info)]
     for function, cls, (sites.chunk, sites.top) in placed:
         scopes.append(_function_scope(builder, function, cls, info))
@@ -93,14 +94,17 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
     for position, (function, cls) in enumerate(functions, start=1):
         if _is_step_function(function, cls, builder, info):
             program.functions[position] = _with_step(program.functions[position])
-    return program, sites, _exports(info, index)
+    hooks = {cls.name: f.name for cls in info.class_of.values() if (f := builder.frameworks.get(id(cls))) is not None}
+    return program, sites, replace(_exports(info, index), hooked=hooks)
 
 
-def _hook_facts(builder: Builder, info: ModuleInfo) -> None:
+def _hook_facts(builder: Builder, info: ModuleInfo, outside: Outside) -> None:
     """rules.md section 7: the classes whose hooks a framework calls. Their hooks have a caller
     (no step functions), the framework's optimizer is one, and a hook's optimizer and closure
-    parameters are the framework's."""
-    builder.frameworks = hooked(info)
+    parameters are the framework's; the modules linked with this one may set its accumulation."""
+    for keyword, value in outside.accumulation.items():
+        info.accumulation[keyword] = value if info.accumulation.get(keyword, value) == value else None
+    builder.frameworks = hooked(info, outside)
     for key, event, handler in info.handlers:
         found = handler if isinstance(handler, cst.FunctionDef) else _function_named(info, handler)
         if key in info.engines and found is not None:

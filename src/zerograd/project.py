@@ -22,6 +22,7 @@ from functools import partial
 from typing import Optional
 
 from .engine import Front, Report, analyse, front_end, may_hold_findings
+from .frameworks import SETTINGS, Outside, accumulation_of, framework_of
 from .model import Branch, Call, Event, Finding, Function, Loop, Node, Program, Seq, Settings, Span, Try
 from .relevance import Scan
 from .sites import Sites
@@ -161,6 +162,10 @@ class Project:
         while changed:  # a module joins when it calls a function that can perform an event
             changed = False
             for unit in self.units.values():
+                framed = self._framework_deps(unit, active) if unit.imports else set()
+                if framed - active or framed and unit.path not in active:
+                    active |= framed | {unit.path}
+                    changed = True
                 linked = self._linked(unit, active) if unit.imports else frozenset()
                 if not linked:
                     continue
@@ -210,6 +215,43 @@ class Project:
                 names |= called
                 unit.deps.add(module)
         return frozenset(names)
+
+    def _framework_deps(self, unit: Unit, active: set[str]) -> set[str]:
+        """rules.md section 7 across modules: the modules defining a framework's class of the
+        project (a `LightningModule` subclass) that `unit` subclasses while it may hold a finding,
+        or sets the framework's accumulation for while that module may; recorded as deps."""
+        found = set()
+        setting = any(keyword in unit.text for keyword in SETTINGS)
+        for module, name, local in self._targets(unit):
+            if name is None or not (setting and module in active or unit.path in active and _subclasses(unit, local)):
+                continue
+            if self._hooked(module, name, 0):
+                found.add(module)
+                unit.deps.add(module)
+        return found
+
+    def _hooked(self, module: str, name: str, depth: int) -> bool:
+        """Whether class `name` of `module` derives from a framework class (through bases of the
+        module or imported from the project)."""
+        unit = self.units[module]
+        if depth > MAX_HOPS or not _defines(unit, "class", name):
+            return False
+        self.relevant(unit)  # parses it
+        if unit.tree is None or unit.scan is None:
+            return False
+        aliases = unit.scan.aliases
+        for node in unit.tree.body:
+            if not isinstance(node, ast.ClassDef) or node.name != name:
+                continue
+            for base in node.bases:
+                qualified = _qualified(base, aliases)
+                if framework_of(qualified) is not None:
+                    return True
+                local = isinstance(base, ast.Name) and base.id not in aliases
+                origin = (module, qualified) if local else self.origin(module, qualified)
+                if origin is not None and origin != (module, name) and self._hooked(*origin, depth + 1):
+                    return True
+        return False
 
     def _steps(self, unit: Unit, module: str, name: str, local: str) -> set[str]:
         """The names `unit` calls of `name` in `module`: the function itself if it can perform an
@@ -280,6 +322,11 @@ class Project:
                 return module, ".".join(rest)
             importer, qualified = module, ".".join([_joined(again.module, again.name or ""), *rest[1:]])
         return None
+
+
+def _subclasses(unit: Unit, local: str) -> bool:
+    """Whether the text defines a class with `local` among its bases."""
+    return re.search(rf"\bclass\s+\w+\s*\([^)]*\b{re.escape(local)}\b", unit.text) is not None
 
 
 def _defines(unit: Unit, kind: str, name: str) -> bool:
@@ -367,11 +414,13 @@ def _check_group(project: Project, group: list[str], settings: Settings) -> tupl
     absolute = [os.path.abspath(p) for p in group]
     fronts: dict[str, Front] = {}
     results: dict[str, list[Finding]] = {}
+    accumulation = _group_settings(project, absolute)
     for path in absolute:
         unit = project.units[path]
         # A name of a module not built yet (an import cycle) only keeps more bodies: _link drops the call.
+        outside = Outside(partial(_hooked_base, project, fronts, path), accumulation)
         front = front_end(unit.text, settings, tree=unit.tree, linked=unit.linked,
-                          link=partial(_link, project, fronts, path))
+                          link=partial(_link, project, fronts, path), outside=outside)
         if isinstance(front, Report):
             results[path] = front.findings
         else:
@@ -393,6 +442,52 @@ def _link(project: Project, fronts: dict[str, Front], importer: str, qualified: 
     if origin is None or origin[0] not in fronts or origin[1] not in fronts[origin[0]].exports.functions:
         return None
     return "\0".join(origin)
+
+
+def _hooked_base(project: Project, fronts: dict[str, Front], importer: str, qualified: str) -> Optional[str]:
+    """The framework whose hooks the project's class `qualified` (a base in `importer`) has."""
+    origin = project.origin(importer, qualified)
+    return fronts[origin[0]].exports.hooked.get(origin[1]) if origin is not None and origin[0] in fronts else None
+
+
+def _group_settings(project: Project, group: list[str]) -> dict[str, Optional[int]]:
+    """A framework's accumulation settings in a group's modules (`Trainer(accumulate_grad_batches=
+    4)` in train.py for the LightningModule of model.py): keyword -> the literal they agree on."""
+    found: dict[str, Optional[int]] = {}
+    for path in group:
+        unit = project.units[path]
+        if not any(keyword in unit.text for keyword in SETTINGS):
+            continue
+        tree = unit.tree or _parsed(unit.text)
+        aliases = unit.scan.aliases if unit.scan is not None else (Scan(tree).aliases if tree is not None else {})
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.Call) and accumulation_of(_qualified(node.func, aliases)):
+                for keyword in node.keywords:
+                    if keyword.arg in SETTINGS:
+                        value = keyword.value
+                        literal = value.value if isinstance(value, ast.Constant) and type(value.value) is int else None
+                        found[keyword.arg] = literal if found.get(keyword.arg, literal) == literal else None
+    return found
+
+
+def _parsed(text: str) -> Optional[ast.Module]:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _qualified(node: ast.expr, aliases: dict[str, str]) -> str:
+    """`pl.Trainer` -> `pytorch_lightning.Trainer` through the module's imports ("" if not a name)."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.insert(0, node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return ""
+    return ".".join([aliases.get(node.id, node.id), *parts])
 
 
 def _joined(module: str, name: str) -> str:
