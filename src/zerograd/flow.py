@@ -130,9 +130,11 @@ def _around(effect: BackEffect, s: State, micro: bool) -> State:
     guard, counter = s.guard, s.counter
     if micro and s.pending and (not s.foreign or not effect.micro):
         guard = ACCUM_GUARD
-    if s.pending and s.guard == SKIP_GUARD and not s.foreign and not micro:
+    if s.pending and s.guard == SKIP_GUARD and not s.foreign and not micro and effect.backward:
         # Gradients that a `continue` (or a handled error) kept from both the step and the
-        # clear are left over for the next step: they leak into it (ZG004).
+        # clear are left over for the next step: they leak into it (ZG004). Not in a loop that
+        # never backpropagates (a `break` out of a scan over the parameters): the gradients it
+        # found pending are the enclosing iteration's, which goes on to its step.
         return s._replace(facts=facts, stale=True, skip=(), counter=None)
     return s._replace(facts=facts, guard=guard, counter=counter)
 

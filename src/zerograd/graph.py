@@ -41,6 +41,7 @@ class BackEffect:
     everything: bool = False  # a step function's implicit loop: every counter moves on
     # The optimizers the loop body steps, when it backpropagates ("*": not a micro-batch loop).
     steps: frozenset[str] = frozenset({"*"})
+    backward: bool = True  # the body backpropagates (gradients pending here may be its own)
 
 
 @dataclass(frozen=True)
@@ -273,7 +274,7 @@ class Graph:
         self.edge(head, first)
         micro = inner.backward and not inner.steps
         back = BackEffect(node.moves | node.targets, micro=micro, closure=node.closure,
-                          steps=frozenset(inner.steps) if inner.backward else frozenset({"*"}))
+                          steps=frozenset(inner.steps) if inner.backward else frozenset({"*"}), backward=inner.backward)
         def to_head(n: int) -> None:
             self.edge(n, head, back)
 
