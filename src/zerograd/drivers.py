@@ -8,7 +8,8 @@ literal accumulation setting N > 1, what runs on the first or the last batch of 
 under the framework's own test (`batch_idx % N == 0`, `(batch_idx + 1) % N == 0`), so the
 ordinary dataflow and rules judge what the hooks do: a clear between the framework's backward and
 step is ZG002, a clear every batch under accumulation ZG003, an override of the clear hook that
-drops it ZG001.
+drops it ZG001. Handlers registered on an engine (ignite's) get a driver of the same kind, with
+the handlers before and after the framework's update.
 """
 
 from __future__ import annotations
@@ -115,8 +116,8 @@ def add_driver(info: ModuleInfo, cls: ClassInfo, framework: Framework, sites: Si
     driver.add(framework.order)
 
 
-def add_registered(info: ModuleInfo, trainer: Registered, sites: Sites, index: dict[int, int],
-                   functions: list[Function], chunks: Sequence[Chunk]) -> None:
+def add_registered(trainer: Registered, sites: Sites, index: dict[int, int], functions: list[Function],
+                   chunks: Sequence[Chunk]) -> None:
     """The driver of an engine built by a framework's factory (ignite's create_supervised_trainer)
     around the handlers registered on it, when its accumulation is a literal N > 1: only then can
     a handler's clear be misplaced (every handler runs before or after the whole update)."""

@@ -89,7 +89,7 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
         if framework is not None:
             add_driver(info, cls, framework, sites, index, scopes, chunks)
     for engine in info.engines.values():
-        add_registered(info, engine, sites, index, scopes, chunks)
+        add_registered(engine, sites, index, scopes, chunks)
     program = Program(scopes, {k: frozenset(v) for k, v in info.table.links.items()})
     for position, (function, cls) in enumerate(functions, start=1):
         if _is_step_function(function, cls, builder, info):
