@@ -34,7 +34,9 @@ class Target:
     every_batch: tuple[str, str] = ("", "")
     drop: str = ""  # the clear hook's signature
     setting: str = ""  # `{root}.Trainer(accumulate_grad_batches=4)`
-    manual: tuple[str, ...] = ()  # words that mean the user drives the order (no such site)
+    # Words that mean the user drives the order, or another version's order (Lightning 1.x's
+    # `optimizer_idx`): no such site.
+    manual: tuple[str, ...] = ()
 
 
 TARGETS = (
@@ -42,7 +44,7 @@ TARGETS = (
            ("on_after_backward(self)", "self.zero_grad()"),
            ("on_train_batch_start(self, batch, batch_idx)", "self.zero_grad()"),
            "optimizer_zero_grad(self, epoch, batch_idx, optimizer)",
-           "{root}.Trainer(accumulate_grad_batches=4)", ("automatic_optimization", "manual_backward")),
+           "{root}.Trainer(accumulate_grad_batches=4)", ("automatic_optimization", "manual_backward", "optimizer_idx")),
     Target("Lightning callback", ("lightning", "pytorch_lightning"), ("Callback",),
            ("on_before_optimizer_step(self, trainer, pl_module, optimizer)", "pl_module.zero_grad()"),
            ("on_train_batch_start(self, trainer, pl_module, batch, batch_idx)", "pl_module.zero_grad()"),

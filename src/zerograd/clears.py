@@ -88,6 +88,11 @@ class Clears(Calls):
         return None
 
     def _clear(self, node: cst.CSTNode, receiver: str, ctx: Context, zeroes: bool = False) -> list[Node]:
+        framework = self.framework(ctx)
+        if framework is not None and clears_all(framework, receiver):
+            # In a hook, the model's zero_grad() clears the framework's optimizer, whatever else
+            # the class's own methods make `self` look like (a `step()` of its own).
+            return self._module_clear(node, receiver, ctx, zeroes)
         if self.is_optimizer(receiver, ctx):
             return [self.event(Kind.CLEAR, node, ctx, receiver, zeroes=zeroes)]
         return self._module_clear(node, receiver, ctx, zeroes)

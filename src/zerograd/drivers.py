@@ -61,9 +61,11 @@ def _framework(info: ModuleInfo, cls: ClassInfo, depth: int, outside: Outside) -
 
 def _manual(info: ModuleInfo, cls: ClassInfo, flag: str) -> bool:
     """The class (or a base of it here) defines `flag`, sets `self.<flag>` to anything but True,
-    or calls `manual_backward` (which only manual optimization allows)."""
+    or calls `manual_backward` (which only manual optimization allows); or its `training_step`
+    takes `optimizer_idx`: Lightning 1.x's several optimizers, an order the table does not hold."""
     for current in _lineage(info, cls):
-        if flag in current.methods:
+        step = current.methods.get("training_step")
+        if flag in current.methods or step is not None and "optimizer_idx" in {p.name.value for p in step.params.params}:
             return True
         for method in current.methods.values():
             for node in nodes_in(method.body):
@@ -156,7 +158,9 @@ class _Driver:
 
     def batch(self, order: Sequence[Slot]) -> list[Node]:
         """One batch: the slots in order, those of the first or last batch of a window gated."""
-        wrapping = next((s for s in order if s.closure >= 0 and s.hook in self.defined), None)
+        # An override that names the closure it is handed (not `*args`) calls it where it says.
+        wrapping = next((s for s in order if s.closure >= 0 and s.hook in self.defined
+                         and parameter(self.defined[s.hook], s.closure) is not None), None)
         if wrapping is not None:
             return self._wrapped(order, wrapping)
         items: list[Node] = []
@@ -178,7 +182,7 @@ class _Driver:
                                        self.sites.site(hook), params=frozenset({"self"})))
         param = parameter(hook, wrapping.closure)
         step: list[Node] = []
-        if id(hook) in self.index and param is not None:
+        if id(hook) in self.index and param is not None:  # (named: batch() checked it)
             funcs = ((param, len(self.functions) - 1, "self"),)
             step = [Call(self.sites.site(hook), self.index[id(hook)], self.bindings, funcs)]
         items = self._flat(before)
