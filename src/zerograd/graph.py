@@ -245,9 +245,11 @@ class Graph:
     def _branch(self, node: Branch, at: int, exits: Exits) -> Optional[int]:
         summaries = tuple(self.summary(arm) for arm in node.arms)
         test = node.test
-        if test is not None and test.key not in self.keys and not (test.key or "").startswith((INVARIANT, "mod:")):
-            # Tested once: its outcome correlates with nothing (but a knob's or a modular
-            # counter's, which a method of the same object shares with its caller).
+        tested = test.key or "" if test is not None else ""
+        if test is not None and test.key not in self.keys and not (
+                tested.startswith(INVARIANT) or tested.startswith("mod:") and test.external):
+            # Tested once: its outcome correlates with nothing (but a knob's, or a modular test
+            # of a counter the caller hands over, `batch_idx` in a hook: the caller's phase).
             test = Test(test.accumulation, None, invariant=test.invariant, external=test.external, counter=test.counter)
         join = self.node()
         reached = False

@@ -32,6 +32,7 @@ _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)", re.M)
 _DEF = re.compile(r"\b(def|class)[ \t]+(\w+)")
 _METHOD_CALL = re.compile(r"\.(\w+)\s*\(")
+_BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
 MAX_HOPS = 5  # re-exports followed through `__init__` modules
 
 
@@ -139,6 +140,7 @@ class Unit:
     linked: frozenset[str] = frozenset()  # the names it calls of those functions
     targets: Optional[list[tuple[str, Optional[str], str]]] = None  # Project._targets
     calls: dict[str, set[str]] = field(default_factory=dict)  # prefix -> names called as `prefix.name(`
+    bases: Optional[set[str]] = None  # the names its classes' bases are written with
 
 
 class Project:
@@ -325,8 +327,10 @@ class Project:
 
 
 def _subclasses(unit: Unit, local: str) -> bool:
-    """Whether the text defines a class with `local` among its bases."""
-    return re.search(rf"\bclass\s+\w+\s*\([^)]*\b{re.escape(local)}\b", unit.text) is not None
+    """Whether the text defines a class with `local` among its bases (read once per module)."""
+    if unit.bases is None:
+        unit.bases = {word for found in _BASES.findall(unit.text) for word in re.findall(r"[\w.]+", found)}
+    return local in unit.bases
 
 
 def _defines(unit: Unit, kind: str, name: str) -> bool:
