@@ -28,9 +28,10 @@ from corpus import CACHE, extract, extract_repo, fetch, load_lock, pin_repos, up
 
 from zerograd.engine import PREFILTER, Report, inspect_source
 from zerograd.files import decode
+from zerograd.linking import inspect_group
 from zerograd.model import Settings
 from zerograd.notebook import NotebookError, read_notebook
-from zerograd.project import Project, inspect_group
+from zerograd.project import Project
 from zerograd.suppress import unsuppressed
 
 LOCK = "realcode.lock.json"

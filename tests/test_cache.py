@@ -14,6 +14,7 @@ import pytest
 
 import zerograd.engine
 import zerograd.files
+import zerograd.linking
 import zerograd.project
 from zerograd.cache import Cache
 from zerograd.cli import main
@@ -49,7 +50,7 @@ def test_warm_run_prints_the_cold_run_and_parses_nothing(capsys: pytest.CaptureF
     args = ("--format", form, "-j", jobs, str(ROOT / "fixtures"))
     cold = cli(capsys, "--no-cache", *args)
     assert cli(capsys, *args) == cold  # fills the cache
-    for module, name in ((zerograd.files, "check_bytes"), (zerograd.project, "check_group"),
+    for module, name in ((zerograd.files, "check_bytes"), (zerograd.linking, "check_group"),
                          (zerograd.project.Project, "plan"), (zerograd.engine, "lint_source")):
         monkeypatch.setattr(module, name, _broken)
     warm = cli(capsys, *args)

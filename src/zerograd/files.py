@@ -160,7 +160,7 @@ class _Shared:
     def check(self, paths: list[str]) -> list[FileResult]:
         """One file alone, or one group linked; a group that fails is checked module by module."""
         if len(paths) > 1 and self.project is not None:
-            from .project import check_group
+            from .linking import check_group
 
             try:
                 found = check_group(self.project, paths, self.settings)
