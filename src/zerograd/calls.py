@@ -53,13 +53,16 @@ class Calls:
     optimizer_params: set[tuple[int, str]]  # parameters some caller passes an optimizer to
     doubted: set[tuple[int, str]]  # receivers judged no optimizer, per function
 
+    frameworks: dict[int, Framework]  # id(ClassInfo) -> the framework calling its hooks
     closures: dict[int, str]  # id(hook) -> its parameter that is the framework's closure
 
     def key(self, node: cst.BaseExpression, ctx: Context) -> str:
         raise NotImplementedError
 
     def framework(self, ctx: Context) -> Optional[Framework]:
-        raise NotImplementedError
+        """The framework that calls the hooks of the class being built, if any."""
+        return self.frameworks.get(id(ctx.cls)) if ctx.cls is not None and self.frameworks else None
+
 
     def is_optimizer(self, receiver: str, ctx: Context) -> bool:
         raise NotImplementedError

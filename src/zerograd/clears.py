@@ -32,6 +32,24 @@ class Clears(Calls):
     def block(self, body: Sequence[cst.CSTNode], ctx: Context) -> Seq:
         raise NotImplementedError
 
+    def _framework_default(self, call: cst.Call, ctx: Context) -> Optional[list[Node]]:
+        """`super().optimizer_zero_grad(...)` in a hook: the framework's own event there (after
+        evaluating the closure it was handed, for Lightning's optimizer_step)."""
+        func = call.func
+        framework = self.framework(ctx)
+        if framework is None or not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Call):
+            return None
+        slot = framework.slot(func.attr.value) if text_of(func.value.func) == "super" else None
+        if slot is None or slot.event is None:
+            return None
+        items: list[Node] = []
+        closure = self.closures.get(id(ctx.function)) if ctx.function is not None else None
+        if slot.closure >= 0 and closure is not None:
+            items.append(Call(self.sites.site(call.func), -1, param=closure))
+        target = framework.optimizer if slot.event is not Kind.BACKWARD else None
+        items.append(self.event(slot.event, call, ctx, target, "optimizer"))
+        return items
+
     def _step(self, call: cst.Call, node: cst.BaseExpression, ctx: Context) -> list[Node]:
         table = self.info.table
         receiver = self.key(node, ctx)

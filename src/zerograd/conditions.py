@@ -193,3 +193,63 @@ def classify_flag(definitions: Definitions) -> Test:
     tests = [classify(d) for d in definitions]
     key = "|".join(sorted(text_of(d) for d in definitions))
     return Test(any(t.accumulation for t in tests), key)
+
+
+# --- the first turn of a loop (`if i == 0:` in `for i, x in enumerate(...)`) ---------------------
+
+
+def peeled_counter(node: cst.For) -> Optional[str]:
+    """The counter of `for i, x in enumerate(...)` or `for i in range(n)` (both from 0) when the
+    body tests `i == 0` and has no `break` or `continue` of its own (the first turn, built
+    outside the loop, has nowhere to jump)."""
+    counter = _counter_from_zero(node.target, node.iter)
+    if counter is None:
+        return None
+    found = False
+    for item in _own_nodes(node.body):
+        if isinstance(item, (cst.Break, cst.Continue)):
+            return None
+        found = found or (isinstance(item, cst.If) and first_turn(item.test) == counter)
+    return counter if found else None
+
+
+def _counter_from_zero(target: cst.BaseExpression, iterator: cst.BaseExpression) -> Optional[str]:
+    if not isinstance(iterator, cst.Call) or not isinstance(iterator.func, cst.Name) or not iterator.args:
+        return None
+    args = iterator.args
+    if iterator.func.value == "enumerate" and len(args) == 1 and isinstance(target, cst.Tuple):
+        head = target.elements[0].value if len(target.elements) == 2 else None
+        return head.value if isinstance(head, cst.Name) else None
+    starts_at_zero = len(args) == 1 or (isinstance(args[0].value, cst.Integer) and args[0].value.value == "0")
+    if iterator.func.value == "range" and starts_at_zero and len(args) <= 2 and isinstance(target, cst.Name):
+        return target.value
+    return None
+
+
+def first_turn(test: cst.BaseExpression) -> Optional[str]:
+    """`i == 0`, `0 == i`: the counter it tests."""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    comparison = test.comparisons[0]
+    if not isinstance(comparison.operator, cst.Equal):
+        return None
+    left, right = test.left, comparison.comparator
+    if isinstance(left, cst.Integer):
+        left, right = right, left
+    if isinstance(left, cst.Name) and isinstance(right, cst.Integer) and right.value == "0":
+        return left.value
+    return None
+
+
+def _own_nodes(suite: cst.BaseSuite) -> list[cst.CSTNode]:
+    """The statements of a loop body, through if/with/try but not into nested loops or defs."""
+    found: list[cst.CSTNode] = []
+    pending: list[cst.CSTNode] = list(block_of(suite))
+    while pending:
+        item = pending.pop()
+        found.append(item)
+        if isinstance(item, cst.SimpleStatementLine):
+            found.extend(item.body)
+        elif not isinstance(item, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef)):
+            pending.extend(s for suite in suites(item) for s in block_of(suite))
+    return found

@@ -15,11 +15,11 @@ import libcst as cst
 
 from .calls import Context, Link
 from .clears import Clears
-from .conditions import PURE, classify, classify_flag, flag_definitions, names_of
+from .conditions import PURE, classify, classify_flag, first_turn, flag_definitions, names_of, peeled_counter
 from .facts import ModuleInfo
 from .frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework, optimizer_key
 from .keys import INVARIANT, root_of
-from .model import Branch, Call, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
+from .model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
 from .naming import (
     assigned_names,
     block_of,
@@ -28,7 +28,6 @@ from .naming import (
     element_name,
     receiver_key,
     statements_of,
-    suites,
     text_of,
 )
 from .optimizers import is_optimizer_callee
@@ -145,7 +144,7 @@ class Builder(Clears):
             orelse = Seq()
         if self.info.qualify(_call_target(node.test)) in ALWAYS_TRUE:
             return list(body.items)  # e.g. an LBFGS closure's `if torch.is_grad_enabled():`
-        if ctx.first is not None and _first_turn(node.test) == ctx.first[0]:
+        if ctx.first is not None and first_turn(node.test) == ctx.first[0]:
             return list((body if ctx.first[1] else orelse).items)  # a peeled loop's `if i == 0:`
         return [*self.expression_events(node.test, ctx), self._choice(node.test, body, orelse, ctx)]
 
@@ -211,7 +210,7 @@ class Builder(Clears):
             infinite = isinstance(node.test, (cst.Name, cst.Integer)) and text_of(node.test) in ("True", "1")
             inner = replace(ctx, moves=assigned_names(body_nodes))
         orelse = self.block(block_of(node.orelse.body), ctx) if node.orelse else Seq()
-        counter = _peeled_counter(node) if isinstance(node, cst.For) else None
+        counter = peeled_counter(node) if isinstance(node, cst.For) else None
         body = self.block(body_nodes, replace(inner, first=(counter, False)) if counter else inner)
         moves = (inner.moves or frozenset()) | targets
         head = [] if isinstance(node, cst.For) else self.expression_events(node.test, ctx)
@@ -240,10 +239,6 @@ class Builder(Clears):
         key = self.key_text(receiver_key(node), ctx)
         framework = self.framework(ctx)
         return key if framework is None else optimizer_key(framework, key)
-
-    def framework(self, ctx: Context) -> Optional[Framework]:
-        """The framework that calls the hooks of the class being built, if any."""
-        return self.frameworks.get(id(ctx.cls)) if ctx.cls is not None and self.frameworks else None
 
     def aliases(self, body: Sequence[cst.CSTNode], ctx: Context) -> Context:
         """Names that stand for one receiver in this body: `opt = self.optimizers[k]` (assigned
@@ -344,24 +339,6 @@ class Builder(Clears):
             return [self._backward(call, call.args[0].value if call.args else call)]
         return self._resolved_call(call, ctx)
 
-    def _framework_default(self, call: cst.Call, ctx: Context) -> Optional[list[Node]]:
-        """`super().optimizer_zero_grad(...)` in a hook: the framework's own event there (after
-        evaluating the closure it was handed, for Lightning's optimizer_step)."""
-        func = call.func
-        framework = self.framework(ctx)
-        if framework is None or not isinstance(func, cst.Attribute) or not isinstance(func.value, cst.Call):
-            return None
-        slot = framework.slot(func.attr.value) if text_of(func.value.func) == "super" else None
-        if slot is None or slot.event is None:
-            return None
-        items: list[Node] = []
-        closure = self.closures.get(id(ctx.function)) if ctx.function is not None else None
-        if slot.closure >= 0 and closure is not None:
-            items.append(Call(self.sites.site(call.func), -1, param=closure))
-        target = framework.optimizer if slot.event is not Kind.BACKWARD else None
-        items.append(self.event(slot.event, call, ctx, target, "optimizer"))
-        return items
-
     def _method_call(self, call: cst.Call, func: cst.Attribute, ctx: Context) -> Optional[list[Node]]:
         name = func.attr.value
         if name in ("backward", "manual_backward"):
@@ -413,63 +390,6 @@ def _call_target(node: cst.BaseExpression) -> cst.BaseExpression:
 def _is_wildcard(case: cst.MatchCase) -> bool:
     pattern = case.pattern
     return case.guard is None and isinstance(pattern, cst.MatchAs) and pattern.pattern is None
-
-
-def _peeled_counter(node: cst.For) -> Optional[str]:
-    """The counter of `for i, x in enumerate(...)` or `for i in range(n)` (both from 0) when the
-    body tests `i == 0` and has no `break` or `continue` of its own (the first turn, built
-    outside the loop, has nowhere to jump)."""
-    counter = _counter_from_zero(node.target, node.iter)
-    if counter is None:
-        return None
-    found = False
-    for item in _own_nodes(node.body):
-        if isinstance(item, (cst.Break, cst.Continue)):
-            return None
-        found = found or (isinstance(item, cst.If) and _first_turn(item.test) == counter)
-    return counter if found else None
-
-
-def _counter_from_zero(target: cst.BaseExpression, iterator: cst.BaseExpression) -> Optional[str]:
-    if not isinstance(iterator, cst.Call) or not isinstance(iterator.func, cst.Name) or not iterator.args:
-        return None
-    args = iterator.args
-    if iterator.func.value == "enumerate" and len(args) == 1 and isinstance(target, cst.Tuple):
-        head = target.elements[0].value if len(target.elements) == 2 else None
-        return head.value if isinstance(head, cst.Name) else None
-    starts_at_zero = len(args) == 1 or (isinstance(args[0].value, cst.Integer) and args[0].value.value == "0")
-    if iterator.func.value == "range" and starts_at_zero and len(args) <= 2 and isinstance(target, cst.Name):
-        return target.value
-    return None
-
-
-def _first_turn(test: cst.BaseExpression) -> Optional[str]:
-    """`i == 0`, `0 == i`: the counter it tests."""
-    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
-        return None
-    comparison = test.comparisons[0]
-    if not isinstance(comparison.operator, cst.Equal):
-        return None
-    left, right = test.left, comparison.comparator
-    if isinstance(left, cst.Integer):
-        left, right = right, left
-    if isinstance(left, cst.Name) and isinstance(right, cst.Integer) and right.value == "0":
-        return left.value
-    return None
-
-
-def _own_nodes(suite: cst.BaseSuite) -> list[cst.CSTNode]:
-    """The statements of a loop body, through if/with/try but not into nested loops or defs."""
-    found: list[cst.CSTNode] = []
-    pending: list[cst.CSTNode] = list(block_of(suite))
-    while pending:
-        item = pending.pop()
-        found.append(item)
-        if isinstance(item, cst.SimpleStatementLine):
-            found.extend(item.body)
-        elif not isinstance(item, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef)):
-            pending.extend(s for suite in suites(item) for s in block_of(suite))
-    return found
 
 
 def _records_grad(test: cst.BaseExpression) -> bool:
