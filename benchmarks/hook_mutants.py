@@ -37,6 +37,7 @@ class Target:
     # Words that mean the user drives the order, or another version's order (Lightning 1.x's
     # `optimizer_idx`): no such site.
     manual: tuple[str, ...] = ()
+    added_only: bool = False  # the hook's statement only makes sense in a hook of its own (not first in the user's)
 
 
 TARGETS = (
@@ -54,6 +55,14 @@ TARGETS = (
            ("on_substep_end(self, args, state, control, **kwargs)", 'kwargs["model"].zero_grad()'),
            setting="{root}.TrainingArguments(output_dir='out', gradient_accumulation_steps=4)"),
     Target("fastai", ("fastai",), ("Callback",), ("before_step(self)", "self.opt.zero_grad()")),
+    # A Trainer subclass's hook is the backward itself: the clear goes after the parent's
+    # training_step (between its backward and the step), or before it under accumulation.
+    Target("Hugging Face Trainer", ("transformers",), ("Trainer", "Seq2SeqTrainer"),
+           ("training_step(self, model, inputs, num_items_in_batch=None)",
+            "loss = super().training_step(model, inputs, num_items_in_batch)\n    model.zero_grad()\n    return loss"),
+           ("training_step(self, model, inputs, num_items_in_batch=None)",
+            "model.zero_grad()\n    return super().training_step(model, inputs, num_items_in_batch)"),
+           setting="{root}.TrainingArguments(output_dir='out', gradient_accumulation_steps=4)", added_only=True),
 )
 SCOPES = tuple(t.name for t in TARGETS)
 
@@ -136,9 +145,12 @@ def hook_edits(module: cst.Module, node: cst.ClassDef, target: Target,
     for kind, (signature, statement) in ((CLEAR_BETWEEN, target.between), (EVERY_BATCH, target.every_batch)):
         if not signature:
             continue
+        if target.added_only and signature.split("(")[0] in methods:
+            continue
         edit = Edit(set())
         inserted = _into_hook(edit, node, methods, signature, statement)
-        what = f"{statement} in {signature.split('(')[0]}"
+        lines = statement.split("\n")
+        what = f"{lines[0]}{' ...' if len(lines) > 1 else ''} in {signature.split('(')[0]}"
         if kind == EVERY_BATCH:
             setting = cst.parse_statement(f"import {root} as _zg_root\n")
             call = cst.parse_statement(f"_zg_setting = {target.setting.format(root='_zg_root')}\n")

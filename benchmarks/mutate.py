@@ -77,7 +77,7 @@ from zerograd.fix import describe, fix_source
 Finding = Any  # zerograd's Finding (code, line, fix): its module is not part of the interface used here
 
 Row = tuple[str, str]  # (kind, scope)
-HOOKED = re.compile(r"(?:LightningModule|Callback)\b")  # a class a framework may call (hook_mutants.py)
+HOOKED = re.compile(r"(?:LightningModule|Callback|Trainer)\b")  # a class a framework may call (hook_mutants.py)
 # The codes of which one must be reported, per row of the table, in the table's order.
 ROWS: dict[Row, tuple[str, ...]] = {
     ("delete-clear", "loop"): ("ZG001",),
