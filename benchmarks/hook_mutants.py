@@ -8,6 +8,8 @@ framework, or a class here that is one), not with zerograd's analysis. Per frame
   accumulation set to 4 at the end of the module (the literal the analysis needs): ZG003
 - hook-drop-clear: an override of the framework's clear hook that does not clear (replacing the
   class's own override, or added), in a class that clears nowhere else: ZG001
+An HF Trainer subclass's hook is its backward: a `training_step` is added (only where the class has
+none) that clears after the parent's, or before it with the accumulation set.
 """
 
 from __future__ import annotations
