@@ -176,7 +176,7 @@ class Collector:
         for decorator in node.decorators:  # `@trainer.on(Events.ITERATION_COMPLETED)`
             found = _registration(decorator.decorator, "on")
             if found is not None:
-                self.info.handlers.append(((id(self.function or 0), found[0]), found[1], node))
+                self.info.handlers.append(((self._scope(), found[0]), found[1], node))
         if cls is not None:
             cls.methods[node.name.value] = node
         elif self.function is None:
@@ -233,12 +233,12 @@ class Collector:
             # Calling a parameter (`f()` in fastai's _with_events) may run anything handed over.
             facts.events |= func.value == "backward" or func.value in facts.parameters
         callee = func.attr.value if isinstance(func, cst.Attribute) else dotted(func) or ""
-        keyword = accumulation_of(self.info.qualify(func) or "")
-        if keyword is not None:
-            self._accumulation(keyword, call)
+        setting = accumulation_of(self.info.qualify(func) or "")
+        if setting is not None:
+            self._accumulation(setting, call)
         registered = _registration(call, "add_event_handler")
         if registered is not None and len(call.args) > 1 and isinstance(call.args[1].value, cst.Name):
-            where = (id(self.function or 0), registered[0])
+            where = (self._scope(), registered[0])
             self.info.handlers.append((where, registered[1], call.args[1].value.value))
         for used in (func, *(arg.value for arg in call.args)):
             if isinstance(used, (cst.Name, cst.Attribute)):
@@ -262,7 +262,11 @@ class Collector:
             return
         setting = named.get(framework.accumulation[1])
         n = 1 if setting is None else _literal(setting)
-        self.info.engines[(id(self.function or 0), key)] = Registered(framework, call, receiver_key(optimizer), n)
+        self.info.engines[(self._scope(), key)] = Registered(framework, call, receiver_key(optimizer), n)
+
+    def _scope(self) -> int:
+        """Which scope an engine's name belongs to: the function being read (0: the module)."""
+        return id(self.function) if self.function is not None else 0
 
     def _accumulation(self, keyword: str, call: cst.Call) -> None:
         """`Trainer(accumulate_grad_batches=4)`: the framework's N, when it is a literal."""
