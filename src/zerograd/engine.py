@@ -1,7 +1,8 @@
 """Source text in, findings out: parse once, extract units, run the dataflow, apply the rules.
 
-libcst is imported only when a file can hold a finding (its text mentions `backward`), so
-checking a tree of unrelated files never pays for the import or the parse.
+libcst is imported only when a file can hold a finding (its text calls a `backward`, or clears
+and defines a framework's hook), so checking a tree of unrelated files never pays for the import
+or the parse.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class Front:
 
 def front_end(source: str, settings: Settings, elide: bool = True, tree: Optional[ast.Module] = None,
               link: Optional[Link] = None, linked: frozenset[str] = frozenset(),
-              outside: Optional[Outside] = None) -> Front | Report:
+              outside: Outside = ALONE) -> Front | Report:
     """Parse and build one module (a Report holds its syntax error); `link` and `linked` name
     the functions of the other modules of the project (project.py)."""
     import libcst
@@ -130,7 +131,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
         return Report([_syntax_error(source, str(error) or type(error).__name__, 1, 0)])
     try:
-        return Front(*build_module(chunks, settings, link, linked, outside or ALONE))
+        return Front(*build_module(chunks, settings, link, linked, outside))
     except RecursionError:
         return Report([], capped=1)
 
