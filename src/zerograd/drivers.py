@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import groupby
 from typing import Optional
 
 import libcst as cst
@@ -63,7 +64,7 @@ def _manual(info: ModuleInfo, cls: ClassInfo, flag: str) -> bool:
     """The class (or a base of it here) defines `flag`, sets `self.<flag>` to anything but True,
     or calls `manual_backward` (which only manual optimization allows); or its `training_step`
     takes `optimizer_idx`: Lightning 1.x's several optimizers, an order the table does not hold."""
-    for current in _lineage(info, cls):
+    for current in info.lineage(cls):
         step = current.methods.get("training_step")
         if flag in current.methods or step is not None and "optimizer_idx" in {p.name.value for p in step.params.params}:
             return True
@@ -79,17 +80,6 @@ def _manual(info: ModuleInfo, cls: ClassInfo, flag: str) -> bool:
 
 def _is_flag(target: cst.BaseExpression, flag: str) -> bool:
     return isinstance(target, cst.Attribute) and target.attr.value == flag
-
-
-def _lineage(info: ModuleInfo, cls: ClassInfo) -> list[ClassInfo]:
-    found: list[ClassInfo] = []
-    pending = [cls]
-    while pending and len(found) <= MAX_DEPTH:
-        current = pending.pop()
-        if all(current is not c for c in found):
-            found.append(current)
-            pending.extend(c for b in current.bases if (c := info.classes.get(b)) is not None)
-    return found
 
 
 def hooks(info: ModuleInfo, cls: ClassInfo, framework: Framework) -> dict[str, cst.FunctionDef]:
@@ -236,13 +226,7 @@ class _Driver:
 
 def _runs(order: Sequence[Slot]) -> list[tuple[str, list[Slot]]]:
     """Consecutive slots that run on the same batches."""
-    runs: list[tuple[str, list[Slot]]] = []
-    for slot in order:
-        if runs and runs[-1][0] == slot.when:
-            runs[-1][1].append(slot)
-        else:
-            runs.append((slot.when, [slot]))
-    return runs
+    return [(when, list(slots)) for when, slots in groupby(order, key=lambda slot: slot.when)]
 
 
 def _position(chunks: Sequence[Chunk], node: cst.CSTNode) -> tuple[int, int]:

@@ -124,6 +124,17 @@ class ModuleInfo:
                 return found
         return None
 
+    def lineage(self, cls: ClassInfo) -> list[ClassInfo]:
+        """`cls` and its bases defined in this module."""
+        found: list[ClassInfo] = []
+        pending = [cls]
+        while pending and len(found) < 6:
+            current = pending.pop()
+            if all(current is not c for c in found):
+                found.append(current)
+                pending.extend(c for b in current.bases if (c := self.classes.get(b.rsplit(".", 1)[-1])) is not None)
+        return found
+
     def inherited(self, cls: ClassInfo, name: str, depth: int = 0) -> Optional[str]:
         """The qualified name of method `name` when `cls` takes it from an imported base
         (`class MyTrainer(trainlib.Trainer)` -> `trainlib.Trainer.train_step`)."""

@@ -134,25 +134,13 @@ def _exports(info: ModuleInfo, index: dict[int, int]) -> Exports:
     named = list(info.functions.items())
     fields = {}
     for cls in info.classes.values():
-        names = {name for c in _lineage(info, cls) for name in c.methods}
+        names = {name for c in info.lineage(cls) for name in c.methods}
         named += [(f"{cls.name}.{name}", found) for name in names if (found := info.method(cls, name)) is not None]
         init = info.method(cls, "__init__")
         owner = info.facts[id(init)].cls if init is not None else None
         if init is not None and owner is not None and owner.fields:
             fields[cls.name] = (_positional(init), tuple(owner.fields.items()))
     return Exports({name: (index[id(f)], _positional(f)) for name, f in named if id(f) in index}, fields)
-
-
-def _lineage(info: ModuleInfo, cls: ClassInfo) -> list[ClassInfo]:
-    """`cls` and its bases defined in this module."""
-    found: list[ClassInfo] = []
-    pending = [cls]
-    while pending and len(found) < 6:
-        current = pending.pop()
-        if all(current is not c for c in found):
-            found.append(current)
-            pending.extend(c for b in current.bases if (c := info.classes.get(b.rsplit(".", 1)[-1])) is not None)
-    return found
 
 
 def _positional(function: cst.FunctionDef) -> tuple[str, ...]:
