@@ -39,6 +39,8 @@ class Context:
     owners: tuple[tuple[str, Owner], ...] = ()  # loop variable -> whose parameters it visits
     evidence: frozenset[str] = frozenset()  # receivers both stepped and cleared: optimizers
     first: Optional[tuple[str, bool]] = None  # the loop counter peeled, and whether this is its first turn
+    settings: tuple[tuple[str, cst.BaseExpression], ...] = ()  # locals that name the object's configuration
+    flags: frozenset[str] = frozenset()  # names assigned only True and False: their value is a path fact
 
 
 class Calls:

@@ -8,7 +8,7 @@ that test it twice are correlated.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Optional
 
 import libcst as cst
@@ -16,22 +16,25 @@ import libcst as cst
 from .frameworks import ACCELERATE_SYNC
 from .keys import counter_of, root_of
 from .model import Test
-from .naming import block_of, suites, text_of
+from .naming import block_of, dotted, statements_of, suites, text_of
 from .walk import nodes_in
 
 # Name segments that speak of gradient accumulation when a counter is compared with them.
 _ACCUMULATION_SEGMENT = re.compile(r"accum\w*|micro|microsteps?|microbatch(?:es)?", re.I)
 
 
-def classify(test: cst.BaseExpression) -> Test:
+def classify(test: cst.BaseExpression, counters: Mapping[str, str] = {}) -> Test:
+    """`counters`: the module's wrapping counters and their keys (`self.n` -> "mod:self.n%k"),
+    whose comparisons with a literal are modular tests (`self.n != 0`)."""
     positive = True
     while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         positive = not positive
         test = test.expression
-    modular = _modular(test)
+    modular = _modular(test) or (_wrapped(test, counters) if counters else None)
     if modular is not None:
         key, residue, when_true = modular
-        return Test(True, key, residue, positive == when_true, counter=counter_of(key))
+        counter = counter_of(key)
+        return Test(True, key, residue, positive == when_true, counter=counter, tracked=counter in counters)
     accumulation = any(_accumulation_node(node) for node in nodes_in(test))
     return Test(accumulation, text_of(test), 0, positive, counter=_counter_in(test))
 
@@ -40,7 +43,7 @@ def _counter_in(test: cst.BaseExpression) -> Optional[str]:
     """The counter of the first `counter % k` inside a compound test (`i % k == 0 or last`)."""
     for node in nodes_in(test):
         if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
-            found = _phase(node, 0)
+            found = modular_phase(node, 0)
             if found is not None:
                 return counter_of(found[0])
     return None
@@ -54,7 +57,7 @@ def names_of(test: cst.BaseExpression) -> Optional[frozenset[str]]:
     something: a call may give another answer every time."""
     found: set[str] = set()
     for node in nodes_in(test):
-        if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value in PURE:
+        if isinstance(node, cst.Call) and (isinstance(node.func, cst.Name) and node.func.value in PURE or _lookup(node)):
             continue  # `isinstance(self.optimizer, LBFGS)` answers the same for the same names
         if isinstance(node, (cst.Call, cst.Await, cst.Yield, cst.NamedExpr, cst.Lambda)):
             return None
@@ -63,6 +66,63 @@ def names_of(test: cst.BaseExpression) -> Optional[frozenset[str]]:
             found.add(text)
             found.add(root_of(text))
     return frozenset(found)
+
+
+def _lookup(call: cst.Call) -> bool:
+    """`self.opt.get("update_freq", 1)`: a lookup of a setting, as a subscript is."""
+    return (isinstance(call.func, cst.Attribute) and call.func.attr.value == "get" and 0 < len(call.args) <= 2
+            and all(isinstance(a.value, (cst.SimpleString, cst.Integer, cst.Float, cst.Name)) and a.keyword is None
+                    and not a.star for a in call.args))
+
+
+Settings = dict[str, cst.BaseExpression]
+
+
+def settings_of(body: Sequence[cst.CSTNode], params: set[str]) -> Settings:
+    """Locals a function assigns once, at its top level, from its object's configuration
+    (`update_freq = self.opt.get("update_freq", 1)`): tests of them are tests of that, which
+    every method of the object answers alike."""
+    counts: dict[str, int] = {}
+    for statement in statements_of(body):
+        targets: list[cst.BaseExpression] = []
+        if isinstance(statement, cst.Assign):
+            targets = [t.target for t in statement.targets]
+        elif isinstance(statement, (cst.AugAssign, cst.AnnAssign, cst.For)):
+            targets = [statement.target]
+        for target in targets:
+            for name in nodes_in(target):
+                if isinstance(name, cst.Name):
+                    counts[name.value] = counts.get(name.value, 0) + 1
+    found: Settings = {}
+    for statement in body:
+        small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and len(statement.body) == 1 else None
+        assigned = small.targets[0].target if isinstance(small, cst.Assign) and len(small.targets) == 1 else None
+        if not isinstance(small, cst.Assign) or not isinstance(assigned, cst.Name):
+            continue
+        local = assigned.value
+        read = names_of(small.value)
+        if counts.get(local) == 1 and local not in params and read and {root_of(n) for n in read} <= {"self", "cls"}:
+            found[local] = small.value
+    return found
+
+
+def substituted(test: cst.BaseExpression, settings: Settings) -> cst.BaseExpression:
+    """`test` with the settings it reads written out (`update_freq > 1` -> `self.opt.get(...) > 1`)."""
+    names = [n for n in nodes_in(test) if isinstance(n, cst.Name) and n.value in settings]
+    if not names:
+        return test
+    skip = {id(n.attr) for n in nodes_in(test) if isinstance(n, cst.Attribute)}
+    skip |= {id(n.keyword) for n in nodes_in(test) if isinstance(n, cst.Arg) and n.keyword is not None}
+    replaced = {id(n): settings[n.value] for n in names if id(n) not in skip}
+    if not replaced:
+        return test
+
+    class _Writer(cst.CSTTransformer):
+        def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.BaseExpression:
+            return replaced.get(id(original), updated)
+
+    result = test.visit(_Writer())
+    return result if isinstance(result, cst.BaseExpression) else test
 
 
 def _accumulation_node(node: cst.CSTNode) -> bool:
@@ -98,7 +158,7 @@ def _about_accumulation(node: cst.BaseExpression) -> bool:
 def _modular(test: cst.BaseExpression) -> Optional[tuple[str, int, bool]]:
     """`(i + c) % k == d` -> ("mod:i%k", d - c, True); `!=` and bare `x % k` are the negation."""
     if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.Modulo):
-        found = _phase(test, 0)
+        found = modular_phase(test, 0)
         return None if found is None else (found[0], found[1], False)
     if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
         return None
@@ -111,10 +171,27 @@ def _modular(test: cst.BaseExpression) -> Optional[tuple[str, int, bool]]:
     if not (isinstance(left, cst.BinaryOperation) and isinstance(left.operator, cst.Modulo)):
         return None
     value = _offset_against(right, text_of(left.right))
-    found = None if value is None else _phase(left, value)
+    found = None if value is None else modular_phase(left, value)
     if found is None:
         return None
     return found[0], found[1], isinstance(target.operator, cst.Equal)
+
+
+def _wrapped(test: cst.BaseExpression, counters: Mapping[str, str]) -> Optional[tuple[str, int, bool]]:
+    """`self.n == d`, `self.n != d`, `self.n` (!= 0) of a wrapping counter `self.n`."""
+    if isinstance(test, (cst.Name, cst.Attribute)):
+        key = counters.get(dotted(test) or "")
+        return None if key is None else (key, 0, False)
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    left, right = test.left, target.comparator
+    if isinstance(left, cst.Integer):
+        left, right = right, left
+    key = counters.get(dotted(left) or "")
+    if key is None or not isinstance(right, cst.Integer) or not isinstance(target.operator, (cst.Equal, cst.NotEqual)):
+        return None
+    return key, int(right.value, 0), isinstance(target.operator, cst.Equal)
 
 
 def _offset_against(node: cst.BaseExpression, modulus: str) -> Optional[int]:
@@ -127,7 +204,7 @@ def _offset_against(node: cst.BaseExpression, modulus: str) -> Optional[int]:
     return None
 
 
-def _phase(modulo: cst.BinaryOperation, equals: int) -> Optional[tuple[str, int]]:
+def modular_phase(modulo: cst.BinaryOperation, equals: int) -> Optional[tuple[str, int]]:
     counter = modulo.left
     offset = 0
     if isinstance(counter, cst.BinaryOperation) and isinstance(counter.right, cst.Integer):
@@ -184,6 +261,35 @@ def _define(name: str, value: cst.BaseExpression, test: Optional[cst.BaseExpress
         found.setdefault(name, []).append(value)  # type: ignore[union-attr]
     else:
         found[name] = None
+
+
+def literal_flags(body: Sequence[cst.CSTNode]) -> frozenset[str]:
+    """Names a body assigns nothing but `True` and `False` and tests (`if oom_sync:`): their
+    value on a path is a fact that the assignments set (Kind.SET), tested where they are read."""
+    values: dict[str, bool] = {}
+    tested: set[str] = set()
+    for statement in statements_of(body):
+        targets: list[cst.BaseExpression] = []
+        if isinstance(statement, cst.Assign):
+            literal = isinstance(statement.value, cst.Name) and statement.value.value in ("True", "False")
+            for assigned in (t.target for t in statement.targets):
+                if isinstance(assigned, cst.Name):
+                    values[assigned.value] = values.get(assigned.value, True) and literal and len(statement.targets) == 1
+                else:
+                    targets.append(assigned)
+        elif isinstance(statement, (cst.AugAssign, cst.AnnAssign, cst.For)):
+            targets = [statement.target]
+        elif isinstance(statement, cst.With):
+            targets = [item.asname.name for item in statement.items if item.asname is not None]
+        elif isinstance(statement, (cst.If, cst.While)):
+            test: cst.BaseExpression = statement.test
+            while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+                test = test.expression
+            if isinstance(test, cst.Name):
+                tested.add(test.value)
+        for target in targets:
+            values.update((n.value, False) for n in nodes_in(target) if isinstance(n, cst.Name))
+    return frozenset(name for name, literal in values.items() if literal and name in tested)
 
 
 def classify_flag(definitions: Definitions) -> Test:

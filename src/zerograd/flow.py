@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from .graph import ArmEffect, BackEffect, Chain, ExitEffect, RaiseEffect, covers, shares, unrelated
-from .keys import INVARIANT, related
+from .keys import INVARIANT, counter_of, related
 from .model import Event, Kind, Reach, Test
 
 # Why pending gradients may have skipped a step: nothing, a branch not taken, an accumulation
@@ -67,6 +67,8 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         # of optimizers): a possible clear of this one.
         return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None, foreign=False,
                           window=frozenset())
+    if kind in (Kind.MOVE, Kind.SET) and event.target is not None:
+        return s._replace(facts=_counted(s.facts, event, kind is Kind.SET))
     if kind is Kind.BUILD and event.target == target:
         return s._replace(stale=False, skip=None, window=frozenset())
     if kind is Kind.MAYBE_CLEAR and not unrelated(event.target, target, links):
@@ -199,6 +201,24 @@ def _assume(facts: frozenset[tuple[str, int, bool]], test: Test, value: bool) ->
     return facts | {(key, residue, value)}
 
 
+def _counted(facts: frozenset[tuple[str, int, bool]], event: Event, to: bool) -> frozenset[tuple[str, int, bool]]:
+    """An object's wrapping counter or a flag (`event.target`, its key `event.label`) moved on by
+    `event.phase`, or set to it: what was known of its value moves along, or gives way."""
+    kept = set()
+    for key, residue, value in facts:
+        if counter_of(key) != event.target and key != event.label:
+            kept.add((key, residue, value))
+        elif not to:
+            modulus = _modulus(key)
+            residue = residue + event.phase if modulus is None else (residue + event.phase) % modulus
+            if abs(residue) <= MAX_RESIDUE or modulus is not None:
+                kept.add((key, residue, value))
+    if to:
+        modulus = _modulus(event.label)
+        kept.add((event.label, event.phase if modulus is None else event.phase % modulus, True))
+    return frozenset(kept)
+
+
 def _modulus(key: str) -> Optional[int]:
     """The modulus of a modular key when it is a literal ("mod:i%4" -> 4)."""
     if not key.startswith("mod:"):
@@ -219,7 +239,9 @@ def _shift(facts: frozenset[tuple[str, int, bool]], effect: BackEffect) -> froze
         elif key.startswith("mod:"):
             counter = key[4:].partition("%")[0]
             modulus = _modulus(key)
-            if effect.everything or counter in effect.moves or counter.split(".")[0] in effect.moves:
+            if counter in effect.shifted:
+                pass  # moved (or set) by the body itself
+            elif effect.everything or counter in effect.moves or counter.split(".")[0] in effect.moves:
                 residue = residue + 1 if modulus is None else (residue + 1) % modulus
             if abs(residue) <= MAX_RESIDUE or modulus is not None:
                 kept.add((key, residue, value))

@@ -42,6 +42,7 @@ class BackEffect:
     # The optimizers the loop body steps, when it backpropagates ("*": not a micro-batch loop).
     steps: frozenset[str] = frozenset({"*"})
     backward: bool = True  # the body backpropagates (gradients pending here may be its own)
+    shifted: frozenset[str] = frozenset()  # counters the body moves itself (MOVE, SET): not moved here
 
 
 @dataclass(frozen=True)
@@ -70,6 +71,7 @@ class Summary:
     continues: bool = False  # a `continue` (the only jump that can be accumulation's)
     maybe: set[Optional[str]] = field(default_factory=set)  # modules cleared with no known link
     partial: Optional[Chain] = None  # a write of one named parameter's .grad
+    moves: set[str] = field(default_factory=set)  # wrapping counters moved or set (MOVE, SET)
     # Optimizers stepped on the way to every jump here (`step(); if done: break` jumps only
     # after the step, so it skips none of that optimizer's updates).
     stepped_first: frozenset[str] = frozenset()
@@ -81,7 +83,7 @@ class Summary:
     @property
     def empty(self) -> bool:
         """Nothing in it changes the dataflow: it can be left out of the graph."""
-        return not (self.steps or self.clears or self.backward or self.jumps or self.maybe_clear)
+        return not (self.steps or self.clears or self.backward or self.jumps or self.maybe_clear or self.moves)
 
     def add(self, other: Summary, jumps: bool = True) -> None:
         self.steps |= other.steps
@@ -91,6 +93,7 @@ class Summary:
         self.jumps |= other.jumps and jumps
         self.continues |= other.continues and jumps
         self.maybe |= other.maybe
+        self.moves |= other.moves
         self.partial = self.partial or other.partial
 
     def jumps_past(self, target: str) -> bool:
@@ -128,6 +131,8 @@ def summarize(node: Node, cache: dict[int, Summary], of_call: CallSummary) -> Su
             result.maybe.add(node.target)
         elif node.kind is Kind.PARTIAL:
             result.partial = (node.site,)
+        elif node.kind in (Kind.MOVE, Kind.SET) and node.target:
+            result.moves.add(node.target)
     elif isinstance(node, Jump):
         result.jumps = True
         result.continues = node.kind == "continue"
@@ -188,7 +193,7 @@ class Graph:
         self._loops: list[Loop] = []
         self.head = self.node()
         self.end = self.node()
-        back = BackEffect(frozenset(), micro=False, everything=True)
+        back = BackEffect(frozenset(), micro=False, everything=True, shifted=frozenset(self.summary(self.body).moves))
         done: Wire = (lambda n: self.edge(n, self.head, back)) if repeat else (lambda n: self.edge(n, self.end))
         last = self.build(function.body, self.head, Exits(brk=None, cont=None, ret=done, exc=None))
         if last is not None:
@@ -221,8 +226,8 @@ class Graph:
             return current
         if isinstance(node, (Event, Call)):
             # An exception is raised by a backward, a step or a call (which then has no effect)
-            # or by code before it; zero_grad() is not expected to raise.
-            if exits.exc is not None and not (isinstance(node, Event) and node.kind is Kind.CLEAR):
+            # or by code before it; zero_grad() and an assignment of a literal are not.
+            if exits.exc is not None and not (isinstance(node, Event) and node.kind in (Kind.CLEAR, Kind.MOVE, Kind.SET)):
                 exits.exc(at)
             n = self.node(node)
             self.edge(at, n)
@@ -247,9 +252,10 @@ class Graph:
         test = node.test
         tested = test.key or "" if test is not None else ""
         if test is not None and test.key not in self.keys and not (
-                tested.startswith(INVARIANT) or tested.startswith("mod:") and test.external):
-            # Tested once: its outcome correlates with nothing (but a knob's, or a modular test
-            # of a counter the caller hands over, `batch_idx` in a hook: the caller's phase).
+                tested.startswith(INVARIANT) or test.tracked or tested.startswith("mod:") and test.external):
+            # Tested once: its outcome correlates with nothing (but a knob's, a fact that events
+            # set, or a modular test of a counter the caller hands over, `batch_idx` in a hook:
+            # the caller's phase).
             test = Test(test.accumulation, None, invariant=test.invariant, external=test.external, counter=test.counter)
         join = self.node()
         reached = False
@@ -276,7 +282,8 @@ class Graph:
         self.edge(head, first)
         micro = inner.backward and not inner.steps
         back = BackEffect(node.moves | node.targets, micro=micro, closure=node.closure,
-                          steps=frozenset(inner.steps) if inner.backward else frozenset({"*"}), backward=inner.backward)
+                          steps=frozenset(inner.steps) if inner.backward else frozenset({"*"}), backward=inner.backward,
+                          shifted=frozenset(inner.moves))
         def to_head(n: int) -> None:
             self.edge(n, head, back)
 

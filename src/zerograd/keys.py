@@ -24,6 +24,31 @@ def rebase(key: str, old: str, new: str) -> Optional[str]:
     return None
 
 
+_NAMES = re.compile(r"(?<![\w.'\"])[A-Za-z_][\w.]*")
+_NEUTRAL = frozenset({"and", "or", "not", "in", "is", "None", "True", "False", "isinstance", "hasattr", "getattr", "len"})
+
+
+def rename(key: str, old: str, new: str) -> Optional[str]:
+    """A condition key about `old` as the same condition about `new` (`inv:self.k > 1` for
+    `agent.k > 1`); None when it reads other names (a modular key's modulus may: it is the
+    same value wherever the counter is)."""
+    prefix = key[:4] if key[3:4] == ":" else ""
+    body = key[len(prefix):]
+    counter = counter_of(key)
+    if counter is not None and rebase(counter, old, new) is None:
+        return None
+    out: list[str] = []
+    last = 0
+    for found in _NAMES.finditer(body):
+        name = found.group(0)
+        renamed = rebase(name, old, new)
+        if renamed is None and counter is None and name not in _NEUTRAL:
+            return None
+        out.append(body[last:found.start()] + (name if renamed is None else renamed))
+        last = found.end()
+    return prefix + "".join(out) + body[last:]
+
+
 def within(part: str, whole: str) -> bool:
     """`model.encoder` lies within `model` (and `model` within itself)."""
     return rebase(part, whole, whole) is not None

@@ -158,7 +158,12 @@ def _combine(fronts: dict[str, Front]) -> tuple[Program, Linked, list[str]]:
     for fid in called:  # called from another module: not a step function (rules.md section 3)
         linked[fid] = replace(linked[fid], step_function=False)
     tables = tuple(fronts[path].program.links for path in order)
-    return (Program(linked, {}, tables, tuple(table_of)), Linked(site_bases, [fronts[p].sites for p in order]),
+    phases: dict[str, Optional[int]] = {}
+    for path in order:  # counters named alike in two modules that start apart start nowhere known
+        for key, phase in fronts[path].program.phases.items():
+            phases[key] = phase if phases.get(key, phase) == phase else None
+    known = {key: phase for key, phase in phases.items() if phase is not None}
+    return (Program(linked, {}, tables, tuple(table_of), known), Linked(site_bases, [fronts[p].sites for p in order]),
             order)
 
 

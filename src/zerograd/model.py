@@ -8,7 +8,7 @@ flow with no CST in it, so the dataflow and the rules can be tested on hand-buil
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple, Optional, Union
 
 
@@ -19,6 +19,8 @@ class Kind(enum.Enum):
     MAYBE_CLEAR = "maybe_clear"  # a clear of a module (target) with no known optimizer link
     BUILD = "build"  # the optimizer is built anew: nothing it stepped on lingers
     PARTIAL = "partial"  # one named parameter's .grad is overwritten: no clear of the optimizer
+    MOVE = "move"  # an object's wrapping counter moves on (`self.n = (self.n + 1) % k`): by `phase`
+    SET = "set"  # an object's wrapping counter is set to `phase` (`self.n = 0`)
 
 
 class Reach(NamedTuple):
@@ -37,6 +39,7 @@ class Event:
     label: str = ""  # the optimizer as written in the code, for messages
     zeroes: bool = False  # a clear that zeroes in place (set_to_none=False, p.grad.zero_())
     reach: Optional[Reach] = None  # a BACKWARD's loss, where two or more optimizers hold modules
+    phase: int = 0  # MOVE: by how much; SET: to which value (target: the counter)
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,9 @@ class Test:
     invariant: bool = False  # cannot change between iterations of the loop around it (a knob)
     external: bool = False  # reads only the function's parameters: the caller's decision
     counter: Optional[str] = None  # the counter a modular part of the test reads (`i` in `i % k`)
+    # Its outcome is a path fact that events set (a wrapping counter's phase, a flag's value):
+    # remembered even where it is tested once.
+    tracked: bool = False
 
 
 @dataclass(frozen=True)
@@ -154,6 +160,9 @@ class Program:
     # (receiver keys are a module's words: `self.optimizer` of one module is not another's).
     tables: tuple[dict[str, frozenset[str]], ...] = ()
     table_of: tuple[int, ...] = ()
+    # Wrapping counters' phases after `__init__` ("mod:self.n%k" -> 0): where a method analysed
+    # on its own starts (its object was built before its first call).
+    phases: dict[str, int] = field(default_factory=dict)
 
     def links_of(self, fid: int) -> dict[str, frozenset[str]]:
         return self.tables[self.table_of[fid]] if self.table_of else self.links

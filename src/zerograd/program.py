@@ -90,7 +90,9 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
             add_driver(info, cls, framework, sites, index, scopes, chunks)
     for engine in info.engines.values():
         add_registered(engine, sites, index, scopes, chunks)
-    program = Program(scopes, {k: frozenset(v) for k, v in info.table.links.items()})
+    counters = info.counters
+    phases = {counters.key[name]: start for name, start in counters.start.items()}
+    program = Program(scopes, {k: frozenset(v) for k, v in info.table.links.items()}, phases=phases)
     for position, (function, cls) in enumerate(functions, start=1):
         if _is_step_function(function, cls, builder, info):
             program.functions[position] = _with_step(program.functions[position])

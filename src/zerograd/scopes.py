@@ -15,16 +15,28 @@ import libcst as cst
 
 from .calls import Context, Link
 from .clears import Clears
-from .conditions import PURE, classify, classify_flag, first_turn, flag_definitions, names_of, peeled_counter
+from .conditions import (
+    PURE,
+    classify,
+    classify_flag,
+    first_turn,
+    flag_definitions,
+    literal_flags,
+    names_of,
+    peeled_counter,
+    settings_of,
+    substituted,
+)
 from .facts import ModuleInfo
 from .frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework, optimizer_key
-from .keys import INVARIANT, root_of
+from .keys import INVARIANT, rename, root_of
 from .model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
 from .naming import (
     assigned_names,
     block_of,
     bound_names,
     collection_key,
+    dotted,
     element_name,
     receiver_key,
     statements_of,
@@ -39,6 +51,8 @@ from .walk import nodes_in
 # the closure it calls).
 ALWAYS_TRUE = frozenset({"torch.is_grad_enabled"})
 DIST_AUTOGRAD = "torch.distributed.autograd"
+FLAG = "flag:"  # the key of a flag's value (1: True)
+EVENT_NAMES = frozenset({"backward", "zero_grad", "clear_grad", "clear_gradients", "step"})
 
 
 class Builder(Clears):
@@ -65,6 +79,9 @@ class Builder(Clears):
         # Aliases and flags are read from the whole body first: a name is used before (in the
         # source) the loop that binds it comes round again.
         ctx = self.aliases(body, ctx)
+        if ctx.function is not None:
+            ctx = replace(ctx, settings=tuple(settings_of(body, self._facts(ctx).parameters).items()))
+        ctx = replace(ctx, flags=literal_flags(body))
         self.reaches = self.provenance(body, ctx)
         return self.block(body, ctx)
 
@@ -114,6 +131,7 @@ class Builder(Clears):
             return [Jump("continue")]
         items = self.expression_events(node, ctx)
         items.extend(self._builds(node, ctx))
+        items.extend(self._counts(node, ctx))
         items.extend(self._grad_write(node, ctx))
         if isinstance(node, cst.Return):
             items.append(Jump("return"))
@@ -133,6 +151,30 @@ class Builder(Clears):
         if not isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)) or not _fresh(node.value, ctx.moves):
             return []
         return [self.event(Kind.BUILD, node, replace(ctx, gate=None), self.key(target, ctx), text_of(target))]
+
+    def _counts(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        """A flag or a wrapping counter set, a counter moved (facts.Counters); building an object
+        of this module sets its counters to their phase after `__init__`."""
+        counters = self.info.counters
+        if not isinstance(node, cst.Assign) or len(node.targets) != 1:
+            return []
+        target = node.targets[0].target
+        name = dotted(target) or ""
+        site = self.sites.site(node)
+        if isinstance(target, cst.Name) and name in ctx.flags:
+            return [Event(Kind.SET, site, name, FLAG + name, phase=int(text_of(node.value) == "True"))]
+        key = counters.key.get(name)
+        if key is not None and id(node) in counters.moved:
+            return [Event(Kind.MOVE, site, name, key, phase=counters.moved[id(node)])]
+        if key is not None and id(node) in counters.literal:
+            return [Event(Kind.SET, site, name, key, phase=counters.literal[id(node)])]
+        cls = self.info.classes.get(dotted(node.value.func) or "") if isinstance(node.value, cst.Call) else None
+        if cls is None or not isinstance(target, (cst.Name, cst.Attribute)):
+            return []
+        lineage = {id(method) for c in self.info.lineage(cls) for method in c.methods.values()}
+        built = self.key(target, ctx)
+        return [Event(Kind.SET, site, rename(counter, "self", built) or "", rename(counters.key[counter], "self", built) or "",
+                      phase=start) for counter, start in counters.start.items() if counters.where[counter] & lineage]
 
     def _if(self, node: cst.If, ctx: Context) -> list[Node]:
         body = self.block(block_of(node.body), ctx)
@@ -166,10 +208,15 @@ class Builder(Clears):
         name = test.expression if negated else test  # type: ignore[attr-defined]
         if isinstance(name, cst.Name):
             held = dict(ctx.conditions).get(name.value)
+            if name.value in ctx.flags and (held is None or not classify_flag(held).accumulation):
+                # Its value on the path, which its assignments set; but a flag that stands for
+                # an accumulation test (`do_step = True` under `if i % k == 0:`) is that test.
+                return Test(False, FLAG + name.value, 1, not negated, tracked=True)
             if held is not None:
                 found = classify_flag(held)
                 return replace(found, positive=found.positive != negated)
-        found = classify(test)
+        test = substituted(test, dict(ctx.settings)) if ctx.settings else test
+        found = classify(test, self.info.counters.key)
         names = names_of(test)
         # A knob (`if self.clear_every_step:`) tested in a loop that never assigns it takes the
         # same arm in every iteration: its arms are configurations, not paths of iterations.
@@ -330,7 +377,8 @@ class Builder(Clears):
         if external is not None:
             return external
         if isinstance(func, cst.Attribute):
-            found = self._method_call(call, func, ctx)
+            found = self._own_method(call, func, ctx)
+            found = found if found is not None else self._method_call(call, func, ctx)
             if found is None and self.link is not None:
                 found = self._external_method(call, ctx)
             if found is not None:
@@ -338,6 +386,16 @@ class Builder(Clears):
         elif isinstance(func, cst.Name) and self.info.qualify(func) == "torch.autograd.backward":
             return [self._backward(call, call.args[0].value if call.args else call)]
         return self._resolved_call(call, ctx)
+
+    def _own_method(self, call: cst.Call, func: cst.Attribute, ctx: Context) -> Optional[list[Node]]:
+        """`self.backward(loss)`, `agent.zero_grad()` where the class defines the method itself
+        (ParlAI's agents, a trainer's wrappers): that method, whatever its name says, unless
+        the receiver is an optimizer (a class of ours that steps parameters)."""
+        if func.attr.value not in EVENT_NAMES or self.info.table.is_optimizer(self.key(func.value, ctx), False):
+            return None
+        if self.resolve(func, ctx) is not None:
+            return self._resolved_call(call, ctx)
+        return self._external_method(call, ctx) if self.link is not None and text_of(func.value) == "self" else None
 
     def _method_call(self, call: cst.Call, func: cst.Attribute, ctx: Context) -> Optional[list[Node]]:
         name = func.attr.value

@@ -17,7 +17,7 @@ from typing import Optional
 
 from .flow import OUT, START, State, Verdict, cross, judge_contamination, judge_step, transfer
 from .graph import Chain, Graph, Summary, summarize
-from .keys import INVARIANT, rebase, root_of
+from .keys import INVARIANT, counter_of, rebase, rename, root_of
 from .model import Call, Event, Function, Kind, Program
 
 MAX_WORK = 400_000  # state transfers per analysed scope and optimizer, callees included
@@ -68,6 +68,7 @@ class Analyzer:
         out = Summary(backward=inner.backward, maybe=set(inner.maybe))
         out.partial = None if inner.partial is None else (call.site,) + inner.partial
         out.steps = {k for k in (outward(t, call, callee) for t in inner.steps) if k is not None}
+        out.moves = {k for k in (outward(t, call, callee) for t in inner.moves) if k is not None}
         for target, chain in inner.clears.items():
             key = outward(target, call, callee)
             if key is not None:
@@ -143,10 +144,11 @@ class Analyzer:
         handed = self.handed(call, funcs)
         call = self.bound(call, funcs)
         inner_target = inward(target, call, callee)
-        # A method called on the same object reads the same configuration: its knobs keep
-        # their answers from call to call.
-        same = ("self", "self") in call.bindings
-        entry = _enter(state, same)
+        # A method of an object reads the object's configuration and counters: its knobs keep
+        # their answers from call to call, its counters their phase.
+        receiver = next((key for param, key in call.bindings if param == "self"), None)
+        carry = _Carry(receiver, self.static(fid, handed).moves)
+        entry = carry.enter(state)
         key = (fid, inner_target, entry, handed)
         if key in self.active:
             return [state]  # recursion: the call adds nothing the path into it did not hold
@@ -162,8 +164,8 @@ class Analyzer:
             # caller's states they may show what the callee alone cannot).
             for chain, (event, states) in found.steps.items():
                 entry_states = outcome.steps.setdefault((call.site,) + chain, (event, set()))[1]
-                entry_states.update(_lift(s, call.site, _back(state, s, same)) for s in states)
-        return [_lift(s, call.site, _back(state, s, same)) for s in found.exits]
+                entry_states.update(_lift(s, call.site, carry.back(state, s)) for s in states)
+        return [_lift(s, call.site, carry.back(state, s)) for s in found.exits]
 
     # --- one scope, standalone --------------------------------------------------------------
 
@@ -171,7 +173,11 @@ class Analyzer:
         """rules.md section 3: a scope entered with no gradients (the module body, a function no
         finding may assume anything about); a step function runs again and again."""
         function = self.program.functions[fid]
-        outcome = self.run(fid, target, START, (), repeat=function.step_function)
+        entry = START
+        if "self" in function.params and self.program.phases:
+            # A method runs on an object that its `__init__` built: its counters start there.
+            entry = START._replace(facts=frozenset((key, phase, True) for key, phase in self.program.phases.items()))
+        outcome = self.run(fid, target, entry, (), repeat=function.step_function)
         graph = self.graph(fid, function.step_function, ())
         verdicts = []
         for chain, (event, states) in sorted(outcome.steps.items()):
@@ -228,24 +234,49 @@ def outward(key: str, call: Call, callee: Function) -> Optional[str]:
     return key
 
 
-# Facts a method of the same object shares with its caller: its knobs, and its modular counters
+# Facts a method shares with its caller about its object: its knobs, and its modular counters
 # (`self.num_updates`-based phases that a step function's caller moves on).
 _CARRIED = (INVARIANT, "mod:")
+Facts = frozenset[tuple[str, int, bool]]
 
 
-def _enter(s: State, same_object: bool = False) -> State:
-    """Into a callee: its conditions are its own (but for its object's knobs and counters), the
-    caller's sites lead back out."""
-    facts = frozenset(f for f in s.facts if f[0].startswith(_CARRIED)) if same_object else frozenset()
-    return s._replace(facts=facts, discard=_out(s.discard), skip=_out(s.skip), wiped=_out(s.wiped),
-                      zeroed=_out(s.zeroed))
+class _Carry:
+    """The facts of a call's receiver that go into its method and come back: all the carried
+    ones for `self.m()` (as they are), those about the receiver for `agent.m()` (renamed
+    `self.` inside); a counter the method moves or sets comes back as the method left it."""
 
+    def __init__(self, receiver: Optional[str], moves: set[str]) -> None:
+        self.receiver = receiver
+        self.moves = moves
 
-def _back(caller: State, inner: State, same_object: bool) -> frozenset[tuple[str, int, bool]]:
-    """The caller's facts after a call: its own, and the knobs its object's method answered."""
-    if not same_object:
-        return caller.facts
-    return caller.facts | frozenset(f for f in inner.facts if f[0].startswith(_CARRIED))
+    def enter(self, s: State) -> State:
+        """Into a callee: its conditions are its own (but for its object's knobs and counters),
+        the caller's sites lead back out."""
+        facts = frozenset(f for f in (self._into(f) for f in s.facts) if f is not None)
+        return s._replace(facts=facts, discard=_out(s.discard), skip=_out(s.skip), wiped=_out(s.wiped),
+                          zeroed=_out(s.zeroed))
+
+    def back(self, caller: State, inner: State) -> Facts:
+        """The caller's facts after the call: its own, and what the method answered or moved."""
+        if self.receiver is None:
+            return caller.facts
+        found = {f for f in (self._out_of(f) for f in inner.facts) if f is not None}
+        if self.moves:
+            gone = {rename(counter, "self", self.receiver) for counter in self.moves} - {None}
+            return frozenset(f for f in caller.facts if counter_of(f[0]) not in gone) | found
+        return caller.facts | found
+
+    def _into(self, fact: tuple[str, int, bool]) -> Optional[tuple[str, int, bool]]:
+        if self.receiver is None or not fact[0].startswith(_CARRIED):
+            return None
+        key = fact[0] if self.receiver == "self" else rename(fact[0], self.receiver, "self")
+        return None if key is None else (key, fact[1], fact[2])
+
+    def _out_of(self, fact: tuple[str, int, bool]) -> Optional[tuple[str, int, bool]]:
+        if self.receiver is None or not fact[0].startswith(_CARRIED):
+            return None
+        key = fact[0] if self.receiver == "self" else rename(fact[0], "self", self.receiver)
+        return None if key is None else (key, fact[1], fact[2])
 
 
 def _out(chain: Optional[Chain]) -> Optional[Chain]:
