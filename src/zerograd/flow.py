@@ -79,7 +79,9 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
 
 
 def _cleared(s: State, chain: Chain, zeroes: bool = False) -> State:
-    discard = chain if s.pending and s.guard == NO_GUARD else s.discard
+    # Accumulated gradients count too: with no backward before the step, the clear threw away the
+    # window the step was for (ZG002, which says it better than ZG003).
+    discard = chain if s.pending and s.guard in (NO_GUARD, ACCUM_GUARD) else s.discard
     # Zeroed in place, a skipped update still moves the weights (momentum, weight decay); set to
     # None, the optimizer skips every parameter without a gradient (rules.md section 4).
     zeroed = chain if s.pending and zeroes else s.zeroed
@@ -168,10 +170,11 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
         # A jump on the caller's say-so (`if not should_step: return`) may be the caller's
         # accumulation: it proves no skipped batch.
         skipped = jumps and not (test is not None and test.external)
-        # Accumulation skips the step in k - 1 of k iterations, by a branch or a `continue`; a
-        # `break` or `return`, or a jump where the congruence holds (a checkpoint every n
-        # steps), is not accumulation.
-        accumulation = accumulation and (by_branch or (here.continues and not effect.congruent))
+        # Accumulation skips the step in k - 1 of k iterations, by a branch or a `continue` (a
+        # `return` out of the method of an object whose counter says so); a `break`, another
+        # `return`, or a jump where the congruence holds (a checkpoint every n steps) is not.
+        leaves = here.continues or (here.returns and test is not None and test.tracked)
+        accumulation = accumulation and (by_branch or (leaves and not effect.congruent))
         guard = ACCUM_GUARD if accumulation else (SKIP_GUARD if skipped else OTHER_GUARD)
         counter = effect.counter if accumulation else None
     skip = s.skip

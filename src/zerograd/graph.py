@@ -68,7 +68,8 @@ class Summary:
     clears: dict[str, Chain] = field(default_factory=dict)  # target -> first clear
     backward: bool = False
     jumps: bool = False
-    continues: bool = False  # a `continue` (the only jump that can be accumulation's)
+    continues: bool = False  # a `continue` (a jump that can be accumulation's)
+    returns: bool = False  # a `return` (accumulation's in a method that an object's counter gates)
     maybe: set[Optional[str]] = field(default_factory=set)  # modules cleared with no known link
     partial: Optional[Chain] = None  # a write of one named parameter's .grad
     moves: set[str] = field(default_factory=set)  # wrapping counters moved or set (MOVE, SET)
@@ -92,6 +93,7 @@ class Summary:
         self.backward |= other.backward
         self.jumps |= other.jumps and jumps
         self.continues |= other.continues and jumps
+        self.returns |= other.returns and jumps
         self.maybe |= other.maybe
         self.moves |= other.moves
         self.partial = self.partial or other.partial
@@ -136,6 +138,7 @@ def summarize(node: Node, cache: dict[int, Summary], of_call: CallSummary) -> Su
     elif isinstance(node, Jump):
         result.jumps = True
         result.continues = node.kind == "continue"
+        result.returns = node.kind == "return"
     elif isinstance(node, Call):
         result.add(of_call(node), jumps=False)
     else:
