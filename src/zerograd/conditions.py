@@ -16,7 +16,7 @@ import libcst as cst
 from .frameworks import ACCELERATE_SYNC
 from .keys import counter_of, root_of
 from .model import Test
-from .naming import block_of, dotted, statements_of, suites, text_of
+from .naming import block_of, dotted, statements_of, suites, targets_of, text_of
 from .walk import nodes_in
 
 # Name segments that speak of gradient accumulation when a counter is compared with them.
@@ -84,12 +84,7 @@ def settings_of(body: Sequence[cst.CSTNode], params: set[str]) -> Settings:
     every method of the object answers alike."""
     counts: dict[str, int] = {}
     for statement in statements_of(body):
-        targets: list[cst.BaseExpression] = []
-        if isinstance(statement, cst.Assign):
-            targets = [t.target for t in statement.targets]
-        elif isinstance(statement, (cst.AugAssign, cst.AnnAssign, cst.For)):
-            targets = [statement.target]
-        for target in targets:
+        for target in targets_of(statement):
             for name in nodes_in(target):
                 if isinstance(name, cst.Name):
                     counts[name.value] = counts.get(name.value, 0) + 1
@@ -269,26 +264,15 @@ def literal_flags(body: Sequence[cst.CSTNode]) -> frozenset[str]:
     values: dict[str, bool] = {}
     tested: set[str] = set()
     for statement in statements_of(body):
-        targets: list[cst.BaseExpression] = []
-        if isinstance(statement, cst.Assign):
-            literal = isinstance(statement.value, cst.Name) and statement.value.value in ("True", "False")
-            for assigned in (t.target for t in statement.targets):
-                if isinstance(assigned, cst.Name):
-                    values[assigned.value] = values.get(assigned.value, True) and literal and len(statement.targets) == 1
-                else:
-                    targets.append(assigned)
-        elif isinstance(statement, (cst.AugAssign, cst.AnnAssign, cst.For)):
-            targets = [statement.target]
-        elif isinstance(statement, cst.With):
-            targets = [item.asname.name for item in statement.items if item.asname is not None]
-        elif isinstance(statement, (cst.If, cst.While)):
-            test: cst.BaseExpression = statement.test
-            while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-                test = test.expression
-            if isinstance(test, cst.Name):
-                tested.add(test.value)
-        for target in targets:
-            values.update((n.value, False) for n in nodes_in(target) if isinstance(n, cst.Name))
+        literal = (isinstance(statement, cst.Assign) and len(statement.targets) == 1
+                   and isinstance(statement.value, cst.Name) and statement.value.value in ("True", "False"))
+        for target in targets_of(statement):
+            if literal and isinstance(target, cst.Name):
+                values.setdefault(target.value, True)
+            else:
+                values.update((n.value, False) for n in nodes_in(target) if isinstance(n, cst.Name))
+        if isinstance(statement, (cst.If, cst.While)):
+            tested.update(n.value for n in nodes_in(statement.test) if isinstance(n, cst.Name))
     return frozenset(name for name, literal in values.items() if literal and name in tested)
 
 

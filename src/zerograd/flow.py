@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from .graph import ArmEffect, BackEffect, Chain, ExitEffect, RaiseEffect, covers, shares, unrelated
-from .keys import INVARIANT, counter_of, related
+from .keys import FLAG, INVARIANT, counter_of, related
 from .model import Event, Kind, Reach, Test
 
 # Why pending gradients may have skipped a step: nothing, a branch not taken, an accumulation
@@ -239,6 +239,9 @@ def _shift(facts: frozenset[tuple[str, int, bool]], effect: BackEffect) -> froze
     for key, residue, value in facts:
         if key.startswith(INVARIANT):
             kept.add((key, residue, value))  # a knob: the same answer in every iteration
+        elif key.startswith(FLAG):
+            if not effect.everything:  # set by its assignments only (a step function's: a new call)
+                kept.add((key, residue, value))
         elif key.startswith("mod:"):
             counter = key[4:].partition("%")[0]
             modulus = _modulus(key)

@@ -136,22 +136,24 @@ def assigned_names(body: Sequence[cst.CSTNode]) -> frozenset[str]:
     targets): a condition on them may change from one iteration to the next."""
     names: set[str] = set()
     for statement in statements_of(body):
-        targets: list[cst.BaseExpression] = []
-        if isinstance(statement, cst.Assign):
-            targets = [t.target for t in statement.targets]
-        elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
-            targets = [statement.target]
-        elif isinstance(statement, cst.For):
-            targets = [statement.target]
-        elif isinstance(statement, cst.With):
-            targets = [item.asname.name for item in statement.items if item.asname is not None]
-        for target in targets:
+        for target in targets_of(statement):
             # `self.step += 1` moves `self.step`, not every attribute of `self`.
             for element in _flatten(target):
                 names.add(text_of(element) if isinstance(element, cst.Attribute) else root_of(text_of(element)))
         for node in _walrus(statement):
             names.add(node)
     return frozenset(names)
+
+
+def targets_of(statement: cst.CSTNode) -> list[cst.BaseExpression]:
+    """What a statement assigns: its targets, a loop's, a `with`'s `as` names."""
+    if isinstance(statement, cst.Assign):
+        return [t.target for t in statement.targets]
+    if isinstance(statement, (cst.AugAssign, cst.AnnAssign, cst.For)):
+        return [statement.target]
+    if isinstance(statement, cst.With):
+        return [item.asname.name for item in statement.items if item.asname is not None]
+    return []
 
 
 def _flatten(target: cst.BaseExpression) -> Iterable[cst.BaseExpression]:

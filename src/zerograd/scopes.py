@@ -29,7 +29,7 @@ from .conditions import (
 )
 from .facts import ModuleInfo
 from .frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework, optimizer_key
-from .keys import INVARIANT, rename, root_of
+from .keys import FLAG, INVARIANT, rename, root_of
 from .model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
 from .naming import (
     assigned_names,
@@ -51,7 +51,6 @@ from .walk import nodes_in
 # the closure it calls).
 ALWAYS_TRUE = frozenset({"torch.is_grad_enabled"})
 DIST_AUTOGRAD = "torch.distributed.autograd"
-FLAG = "flag:"  # the key of a flag's value (1: True)
 EVENT_NAMES = frozenset({"backward", "zero_grad", "clear_grad", "clear_gradients", "step"})
 
 
@@ -160,21 +159,21 @@ class Builder(Clears):
             return []
         target = node.targets[0].target
         name = dotted(target) or ""
-        site = self.sites.site(node)
         if isinstance(target, cst.Name) and name in ctx.flags:
-            return [Event(Kind.SET, site, name, FLAG + name, phase=int(text_of(node.value) == "True"))]
+            return [Event(Kind.SET, self.sites.site(node), name, FLAG + name, phase=int(text_of(node.value) == "True"))]
         key = counters.key.get(name)
         if key is not None and id(node) in counters.moved:
-            return [Event(Kind.MOVE, site, name, key, phase=counters.moved[id(node)])]
+            return [Event(Kind.MOVE, self.sites.site(node), name, key, phase=counters.moved[id(node)])]
         if key is not None and id(node) in counters.literal:
-            return [Event(Kind.SET, site, name, key, phase=counters.literal[id(node)])]
+            return [Event(Kind.SET, self.sites.site(node), name, key, phase=counters.literal[id(node)])]
         cls = self.info.classes.get(dotted(node.value.func) or "") if isinstance(node.value, cst.Call) else None
-        if cls is None or not isinstance(target, (cst.Name, cst.Attribute)):
+        if cls is None or not counters.start or not isinstance(target, (cst.Name, cst.Attribute)):
             return []
         lineage = {id(method) for c in self.info.lineage(cls) for method in c.methods.values()}
         built = self.key(target, ctx)
-        return [Event(Kind.SET, site, rename(counter, "self", built) or "", rename(counters.key[counter], "self", built) or "",
-                      phase=start) for counter, start in counters.start.items() if counters.where[counter] & lineage]
+        return [Event(Kind.SET, self.sites.site(node), rename(counter, "self", built) or "",
+                      rename(counters.key[counter], "self", built) or "", phase=start)
+                for counter, start in counters.start.items() if counters.where[counter] & lineage]
 
     def _if(self, node: cst.If, ctx: Context) -> list[Node]:
         body = self.block(block_of(node.body), ctx)
