@@ -7,7 +7,8 @@ by `pass` on the same lines (blank lines after it), so every position stays wher
 function still exists for call resolution, and LibCST parses a fraction of the text.
 
 A body is kept when it could matter, judged as a superset of what facts.py reads:
-- it can perform an event, or calls or hands over a function that can (mark_relevant's rule);
+- it can perform an event, or calls or hands over a function that can (mark_relevant's rule),
+  an assignment of an object's wrapping counter included;
 - it holds what the Collector records beyond the function itself: an import, a nested def or
   class, an assignment from an optimizer, scaler, engine, foreign tape, `partial` or a class of
   this module, a registration with a framework, or a framework's accumulation setting;
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 from typing import Optional, Union
 
 from .facts import EVENT_METHODS, REGISTER_CALL, REGISTER_KEYWORD
@@ -67,6 +69,8 @@ class Scan:
         self.classes: set[str] = set()
         self.members: dict[str, tuple[list[Definition], list[str]]] = {}  # class -> (methods, bases)
         self.assigned: list[tuple[int, ast.expr]] = []  # (function, callee of an assigned call)
+        self.wraps: set[str] = set()  # `self.n = (self.n + 1) % k`: a wrapping counter (facts.Counters)
+        self.counts: list[tuple[int, str]] = []  # (function, `self.x` it assigns)
         stack: list[tuple[ast.AST, int]] = [(node, 0) for node in tree.body]
         while stack:
             node, owner = stack.pop()
@@ -103,6 +107,7 @@ class Scan:
                 self.events.add(owner)
             if not isinstance(node, ast.AugAssign) and isinstance(node.value, ast.Call):
                 self.assigned.append((owner, node.value.func))
+            self._count(targets, node.value, owner)
         return owner
 
     def _call(self, node: ast.Call, owner: int) -> None:
@@ -132,6 +137,17 @@ class Scan:
             elif isinstance(value, ast.Attribute):
                 callees.add(value.attr)
 
+    def _count(self, targets: Sequence[ast.expr], value: Optional[ast.expr], owner: int) -> None:
+        """Assignments of `self.x` (facts.Collector._counter): those of a wrapping counter are events."""
+        for target in targets:
+            name = _dotted(target)
+            if name is None or not name.startswith("self."):
+                continue
+            self.counts.append((owner, name))
+            left = value.left if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mod) else None
+            if isinstance(left, ast.BinOp) and _dotted(left.left) == name:
+                self.wraps.add(name)
+
     def _import(self, node: Union[ast.Import, ast.ImportFrom]) -> None:
         """Local name -> what it was imported as (as facts.py records it)."""
         if isinstance(node, ast.Import):
@@ -145,7 +161,7 @@ class Scan:
 
     def relevant(self, linked: frozenset[str] = frozenset()) -> set[int]:
         """mark_relevant's closure: the functions that can perform an event."""
-        relevant = set(self.events)
+        relevant = set(self.events) | {owner for owner, name in self.counts if name in self.wraps}
         while True:
             names = {d.name for d in self.functions if id(d) in relevant} | linked
             grown = {id(d) for d in self.functions
@@ -196,6 +212,14 @@ def _records(qualified: Optional[str], classes: set[str]) -> bool:
     return (is_optimizer_callee(qualified) or is_scaler_callee(qualified) or is_engine_callee(qualified)
             or qualified.startswith("deepspeed.") or qualified.split(".", 1)[0] in NON_TORCH_ROOTS
             or is_foreign_autograd(qualified) or qualified in ("functools.partial", "partial") or qualified in classes)
+
+
+def _dotted(node: ast.expr) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
 
 
 def _qualify(node: ast.expr, aliases: dict[str, str]) -> Optional[str]:
