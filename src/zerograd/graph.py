@@ -18,10 +18,11 @@ Chain = tuple[int, ...]  # sites from the analysed scope down to an event: calls
 
 
 def covers(cleared: str, target: str) -> bool:
-    """A clear of `opts[*]` (every entry, e.g. `for o in opts: o.zero_grad()`) clears `opts["g"]`."""
+    """A clear of `opts[*]` (every entry, e.g. `for o in opts.values(): o.zero_grad()`) clears
+    `opts["g"]`, and `opts.g` of a dict read by attribute (Munch, EasyDict: StarGAN v2)."""
     if cleared == target:
         return True
-    return cleared.endswith("[*]") and target.startswith(cleared[:-2])
+    return cleared.endswith("[*]") and target.startswith((cleared[:-2], cleared[:-3] + "."))
 
 
 @dataclass(frozen=True)
