@@ -9,6 +9,7 @@ performs no event.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Callable, Optional
@@ -43,6 +44,9 @@ class Context:
     flags: frozenset[str] = frozenset()  # names assigned only True and False: their value is a path fact
 
 
+BUILTINS = frozenset(dir(builtins))
+
+
 class Calls:
     """Call resolution for the scope builder (scopes.py), which supplies `key` and `is_optimizer`."""
 
@@ -51,6 +55,7 @@ class Calls:
     link: Optional[Link]
     index: dict[int, int]  # id(FunctionDef) -> position in Program.functions
     unresolved: dict[str, bool]  # method names called on unknown receivers -> that scope clears
+    unknown_clears: bool  # a scope that clears calls a function value it cannot name
     called: set[int]  # functions with a resolved caller
     optimizer_params: set[tuple[int, str]]  # parameters some caller passes an optimizer to
     doubted: set[tuple[int, str]]  # receivers judged no optimizer, per function
@@ -77,11 +82,15 @@ class Calls:
                 return [Event(Kind.MAYBE_CLEAR, self.sites.site(call))]
             if isinstance(func, cst.Name) and ctx.function is not None and func.value in self._facts(ctx).parameters:
                 return [Call(self.sites.site(call), -1, param=func.value)]
+            clears = bool(self._facts(ctx).cleared)
             if isinstance(func, cst.Attribute):
                 # Remembered for step functions: an unknown `x.update()` in a scope that clears
                 # may be the caller of a method named `update` (program.py).
-                clears = bool(self._facts(ctx).cleared)
                 self.unresolved[func.attr.value] = self.unresolved.get(func.attr.value, False) or clears
+            elif isinstance(func, cst.Name) and func.value not in self.info.aliases and func.value not in BUILTINS:
+                # A function value bound at run time (`step = make_step(...)`, then `step(batch)`):
+                # in a scope that clears, it may be a closure that a factory returned.
+                self.unknown_clears = self.unknown_clears or clears
             return []
         function, receiver = resolved
         self.called.add(id(function))

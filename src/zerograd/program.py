@@ -19,7 +19,7 @@ from .drivers import add_driver, add_registered, hooked, hooks, parameter
 from .facts import ClassInfo, Collector, ModuleInfo, mark_relevant
 from .frameworks import ALONE, Outside, Slot
 from .model import Function, Program, Seq, Settings
-from .naming import assigned_names, block_of, suites
+from .naming import assigned_names, block_of, statements_of, suites
 from .optimizers import NON_TORCH_NUMERIC, OTHER_AUTOGRAD_ROOTS, TORCH_FAMILY, OptimizerTable
 from .scopes import Builder
 from .sites import Chunk, Sites
@@ -181,10 +181,20 @@ def _is_step_function(function: cst.FunctionDef, cls: Optional[ClassInfo], build
     name = function.name.value
     if id(function) in builder.called or _NOT_STEP.match(name):
         return False
-    # An unresolved `x.update(...)` in a scope that clears could be this method's caller.
+    # An unresolved `x.update(...)` in a scope that clears could be this method's caller, and a
+    # call of a function value there the caller of a closure its factory returns.
     if cls is not None and builder.unresolved.get(name, False):
         return False
+    parent = info.facts[id(function)].parent
+    if parent is not None and builder.unknown_clears and _returned(name, parent):
+        return False
     return bool(STEP_NAMES.search(name)) or name in info.registered
+
+
+def _returned(name: str, factory: cst.FunctionDef) -> bool:
+    """`return name` in `factory`: the closure escapes to whoever calls the factory."""
+    return any(isinstance(s, cst.Return) and isinstance(s.value, cst.Name) and s.value.value == name
+               for s in statements_of(block_of(factory.body)))
 
 
 def _with_step(function: Function) -> Function:

@@ -61,6 +61,7 @@ class Builder(Clears):
         self.index = index  # id(FunctionDef) -> position in Program.functions
         self.link = link  # qualified name -> a function of another module of the project
         self.unresolved: dict[str, bool] = {}  # method names called on unknown receivers -> scope clears
+        self.unknown_clears = False  # a scope that clears calls a function value it cannot name
         self.called: set[int] = set()  # functions with a resolved caller
         # Parameters some caller passes an optimizer to: `def step(o): o.step()` steps it.
         self.optimizer_params: set[tuple[int, str]] = set()
