@@ -7,7 +7,9 @@ blanks its whole cell. Each cell contributes its lines plus one empty separator 
 from __future__ import annotations
 
 import difflib
+import io
 import json
+import tokenize
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
@@ -56,7 +58,30 @@ def read_notebook(text: str) -> Notebook:
 def blank_magics(lines: list[str]) -> list[str]:
     if lines and lines[0].lstrip().startswith("%%"):
         return ["" for _ in lines]
-    return [_blank(line) if line.lstrip().startswith(("%", "!")) else line for line in lines]
+    out: list[str] = []
+    for line in lines:
+        # IPython reads a magic or shell line only where a statement starts: `% (a, b)` or
+        # `!= b` inside brackets, or a line in a string, is Python.
+        magic = line.lstrip().startswith(("%", "!")) and _statement_starts(out)
+        out.append(_blank(line) if magic else line)
+    return out
+
+
+def _statement_starts(before: list[str]) -> bool:
+    """Whether the next line after `before` starts a statement: no bracket, string or backslash
+    continuation is open (tokenize stops with an error at the end of an open one)."""
+    if before and before[-1].endswith("\\"):
+        return False
+    try:
+        depth = 0
+        for token in tokenize.generate_tokens(io.StringIO("\n".join(before) + "\n").readline):
+            if token.type == tokenize.OP and token.string in "([{":
+                depth += 1
+            elif token.type == tokenize.OP and token.string in ")]}":
+                depth -= 1
+    except (tokenize.TokenError, SyntaxError):
+        return False  # an unterminated bracket or string runs on
+    return depth <= 0
 
 
 def _blank(line: str) -> str:
