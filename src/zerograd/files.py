@@ -241,7 +241,8 @@ def _plan(data: dict[str, bytes], stored: _Stored) -> tuple[Optional[Project], l
 
     if not any(PREFILTER.encode() in content for content in data.values()):
         return None, [], []  # nothing can backpropagate: no module to link
-    candidates = sorted(p for p, content in data.items() if p.endswith(".py") and b"import" in content)
+    # Every module: one that imports nothing may still be called (a wrapper that steps, a helper).
+    candidates = sorted(p for p in data if p.endswith(".py"))
     given = {os.path.abspath(p): p for p in candidates}
     key = _state(Index(candidates), stored) if stored.cache else ""
     planned = stored.cache.plan(sorted(given), key) if stored.cache else None

@@ -30,6 +30,7 @@ _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)", re.M)
 _DEF = re.compile(r"\b(def|class)[ \t]+(\w+)")
 _METHOD_CALL = re.compile(r"\.(\w+)\s*\(")
+_EVENT = re.compile(r"\.(?:step|zero_grad|clear_grad|clear_gradients|zero_)\s*\(|\.grad\b")
 _BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
 MAX_HOPS = 5  # re-exports followed through `__init__` modules
 
@@ -145,6 +146,7 @@ class Project:
     def __init__(self, texts: dict[str, str]) -> None:
         self.index = Index(texts)
         self.units = {a: Unit(a, texts[p], imports_of(texts[p])) for a, p in self.index.paths.items()}
+        self.holding: frozenset[str] = frozenset()  # the modules that may hold a finding
 
     def plan(self) -> list[list[str]]:
         """Groups of modules to build together (paths as given); every other module stands alone."""
@@ -158,6 +160,7 @@ class Project:
 
     def _plan(self) -> list[list[str]]:
         active = {a for a, u in self.units.items() if may_hold_findings(u.text)}
+        self.holding = frozenset(active)
         changed = True
         while changed:  # a module joins when it calls a function that can perform an event
             changed = False
@@ -205,7 +208,10 @@ class Project:
         (a cheap superset: by name, where its text calls them); records those modules."""
         names: set[str] = set()
         for module, name, local in self._targets(unit):
-            if module not in active:
+            # A module that may hold a finding also links with one that only steps or clears
+            # (BERT-pytorch's ScheduledOptim wrapper): one hop, so a chain of such modules
+            # does not pull in every library module that steps a scheduler.
+            if module not in active and not (unit.path in self.holding and _EVENT.search(self.units[module].text)):
                 continue
             if name is not None:  # `from pkg.mod import f [as g]`
                 called = self._steps(unit, module, name, local)
@@ -214,6 +220,7 @@ class Project:
             if called:
                 names |= called
                 unit.deps.add(module)
+                active.add(module)
         return frozenset(names)
 
     def _framework_deps(self, unit: Unit, active: set[str]) -> set[str]:
