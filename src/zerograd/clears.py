@@ -15,7 +15,7 @@ from .calls import Calls, Context, Owner
 from .frameworks import clears_all
 from .grads import grad_written
 from .model import Call, Event, Kind, Loop, Node, Seq, children
-from .naming import block_of, text_of
+from .naming import block_of, statements_of, text_of
 
 
 class Clears(Calls):
@@ -140,9 +140,14 @@ class Clears(Calls):
                 return ("optimizer", owner[1])
         return None
 
-    def _clear_idiom(self, node: cst.For, owner: Owner, ctx: Context) -> Optional[list[Node]]:
+    def _clear_idiom(self, node: cst.For, owner: Optional[Owner], ctx: Context) -> Optional[list[Node]]:
         """`for p in m.parameters(): p.grad = None` (and friends) is one clear of whatever owns
-        those parameters, reported at the loop; a loop that does anything else stays a loop."""
+        those parameters, reported at the loop; a loop that does anything else stays a loop. Over
+        parameters of unknown origin (`for p in params: if p.grad is not None: p.grad.zero_()`,
+        improved-diffusion's helper) it is one possible clear: a parameter without a gradient
+        has nothing to clear, so its `if` skips nothing."""
+        if owner is None and not any(grad_written(s) for s in statements_of(block_of(node.body))):
+            return None
         body = self.block(block_of(node.body), ctx)
         kinds = {e.kind for e in _events_in(body)}
         if Kind.CLEAR not in kinds and Kind.MAYBE_CLEAR not in kinds or kinds - {Kind.CLEAR, Kind.MAYBE_CLEAR}:
@@ -150,6 +155,8 @@ class Clears(Calls):
         if any(isinstance(n, (Call, Loop)) for n in _nodes_in(body)):
             return None
         zeroes = any(e.zeroes for e in _events_in(body))
+        if owner is None:
+            return [self.event(Kind.MAYBE_CLEAR, node, replace(ctx, gate=None))] if kinds == {Kind.MAYBE_CLEAR} else None
         return self._owner_clear(node, owner, ctx, zeroes)
 
     def _owner_clear(self, node: cst.CSTNode, owner: Owner, ctx: Context, zeroes: bool = False) -> list[Node]:

@@ -243,9 +243,9 @@ class Builder(Clears):
                 name = element_name(node.target, node.iter)
                 if name is not None:
                     inner = replace(inner, owners=((name, owner),) + ctx.owners)
-                cleared = self._clear_idiom(node, owner, inner)
-                if cleared is not None:
-                    return cleared
+            cleared = self._clear_idiom(node, owner, inner)
+            if cleared is not None:
+                return cleared
             name, collection = element_name(node.target, node.iter), collection_key(node.iter)
             if name is not None and collection is not None:
                 # The loop variable is an entry of the collection, whatever it names elsewhere.
