@@ -211,11 +211,13 @@ SETTINGS = frozenset(f.accumulation[1] for f in (*FRAMEWORKS, IGNITE) if f.accum
 @dataclass(frozen=True)
 class Outside:
     """What the other modules of a project say about one module (project.py): the framework an
-    imported base class derives from (a qualified name -> the framework's name), and the
-    accumulation settings of the modules linked with it (keyword -> literal; None: unknown)."""
+    imported base class derives from (a qualified name -> the framework's name), the
+    accumulation settings of the modules linked with it (keyword -> literal; None: unknown), and
+    whether one of them imports PyTorch."""
 
     base: Callable[[str], Optional[str]] = lambda qualified: None
     accumulation: Mapping[str, Optional[int]] = field(default_factory=dict)
+    pytorch: bool = False  # a module linked with it imports PyTorch (it may wrap a torch optimizer)
 
 
 ALONE = Outside()  # a module checked on its own (the flake8 plugin, a module outside every group)

@@ -17,6 +17,7 @@ from typing import Callable, Optional
 from .engine import Front, Report, analyse, front_end
 from .frameworks import SETTINGS, Outside, accumulation_of
 from .model import Branch, Call, Event, Finding, Function, Loop, Node, Program, Seq, Settings, Span, Try
+from .optimizers import TORCH_FAMILY
 from .project import Project, qualified_name
 from .relevance import Scan
 from .sites import Sites
@@ -58,10 +59,11 @@ def _check_group(project: Project, group: list[str], settings: Settings) -> tupl
     fronts: dict[str, Front] = {}
     results: dict[str, list[Finding]] = {}
     accumulation = _group_settings(project, absolute)
+    pytorch = any(i.module.lstrip(".").split(".")[0] in TORCH_FAMILY for a in absolute for i in project.units[a].imports)
     for path in absolute:
         unit = project.units[path]
         # A name of a module not built yet (an import cycle) only keeps more bodies: _link drops the call.
-        outside = Outside(partial(_hooked_base, project, fronts, path), accumulation)
+        outside = Outside(partial(_hooked_base, project, fronts, path), accumulation, pytorch)
         front = front_end(unit.text, settings, tree=unit.tree, linked=unit.linked,
                           link=partial(_link, project, fronts, path), outside=outside)
         if isinstance(front, Report):

@@ -61,7 +61,7 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
         collector.statements(chunk.module.body)
     mark_relevant(info, linked)
     sites = Sites(chunks)
-    if _other_autograd_only(info) or _not_pytorch(info):
+    if _other_autograd_only(info) or _not_pytorch(info, outside.pytorch):
         return Program([Function("<module>", _empty(), -1)], {}), sites, Exports({}, {})
     placed = [(f, cls, (number, top)) for number, chunk in enumerate(chunks)
               for top, statement in enumerate(chunk.module.body)
@@ -216,15 +216,17 @@ def _other_autograd_only(info: ModuleInfo) -> bool:
     return bool(roots & OTHER_AUTOGRAD_ROOTS) and "torch" not in roots
 
 
-def _not_pytorch(info: ModuleInfo) -> bool:
+def _not_pytorch(info: ModuleInfo, linked_to_pytorch: bool = False) -> bool:
     """rules.md v2 section 2: a module with evidence of another system (NumPy, JAX, its own
     autograd class with a `backward` method) and none of PyTorch (an import of the torch family,
-    or of the project's own modules) is not PyTorch training code."""
+    or of the project's own modules; in a project run, a module linked with it that imports
+    PyTorch: BERT-pytorch's NumPy-only `ScheduledOptim` wraps a torch optimizer) is not PyTorch
+    training code."""
     names = info.aliases.values()
     if any(name.startswith(".") or name.split(".")[0] in TORCH_FAMILY for name in names):
         return False
     own_autograd = any("backward" in cls.methods for cls in info.classes.values())
-    return own_autograd or any(name.split(".")[0] in NON_TORCH_NUMERIC for name in names)
+    return own_autograd or not linked_to_pytorch and any(name.split(".")[0] in NON_TORCH_NUMERIC for name in names)
 
 
 def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo],
