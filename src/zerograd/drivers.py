@@ -63,18 +63,22 @@ def _framework(info: ModuleInfo, cls: ClassInfo, depth: int, outside: Outside) -
 def _manual(info: ModuleInfo, cls: ClassInfo, flag: str) -> bool:
     """The class (or a base of it here) defines `flag`, sets `self.<flag>` to anything but True,
     or calls `manual_backward` (which only manual optimization allows); or its `training_step`
-    takes `optimizer_idx`: Lightning 1.x's several optimizers, an order the table does not hold."""
-    for current in info.lineage(cls):
-        step = current.methods.get("training_step")
-        if flag in current.methods or step is not None and "optimizer_idx" in {p.name.value for p in step.params.params}:
-            return True
-        for method in current.methods.values():
-            for node in nodes_in(method.body):
-                if isinstance(node, cst.Assign) and any(_is_flag(t.target, flag) for t in node.targets):
-                    if not (isinstance(node.value, cst.Name) and node.value.value == "True"):
-                        return True
-                if isinstance(node, cst.Attribute) and node.attr.value == "manual_backward":
+    takes `optimizer_idx`: Lightning 1.x's several optimizers, an order the table does not hold.
+    Methods a subclass overrides say nothing of it (taming's VQSegmentationModel overrides
+    VQModel's two-optimizer `training_step`)."""
+    names = {name for current in info.lineage(cls) for name in current.methods}
+    if flag in names:
+        return True
+    step = info.method(cls, "training_step")
+    if step is not None and "optimizer_idx" in {p.name.value for p in step.params.params}:
+        return True
+    for method in (m for name in names if (m := info.method(cls, name)) is not None):
+        for node in nodes_in(method.body):
+            if isinstance(node, cst.Assign) and any(_is_flag(t.target, flag) for t in node.targets):
+                if not (isinstance(node.value, cst.Name) and node.value.value == "True"):
                     return True
+            if isinstance(node, cst.Attribute) and node.attr.value == "manual_backward":
+                return True
     return False
 
 

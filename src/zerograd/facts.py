@@ -37,6 +37,11 @@ REGISTER_CALL = re.compile(r"^(?:Engine|DeterministicEngine|add_event_handler|on
 REGISTER_KEYWORD = re.compile(r"^(?:step_fn|train_step\w*|update_fn|process_function|train_fn|step_function)$")
 
 
+# Module methods that return the module itself.
+_RETURNS_SELF = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16",
+                           "requires_grad_", "to_empty"})
+
+
 @dataclass
 class ClassInfo:
     name: str
@@ -342,6 +347,10 @@ class Collector:
                 counters.spoilt.add(name)
 
     def assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        # `SSLMetaArch(cfg).to(device)` is the instance built (dinov2): moving returns the module.
+        while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
+               and value.func.attr.value in _RETURNS_SELF and isinstance(value.func.value, cst.Call)):
+            value = value.func.value
         if not isinstance(value, cst.Call):
             return
         qualified = self.info.qualify(value.func) or ""
