@@ -134,10 +134,26 @@ def hook_sites(module: cst.Module) -> Iterator[tuple[cst.ClassDef, Target, str]]
         if found is None:
             continue
         target, root = found
-        text = module.code_for_node(node)
-        if any(word in text for word in target.manual):
+        if _manual(module, node, local, target):
             continue
         yield node, target, root
+
+
+def _manual(module: cst.Module, node: cst.ClassDef, local: dict[str, cst.ClassDef], target: Target) -> bool:
+    """The words of `target.manual` in the methods the class runs: its own, and those of its bases
+    in the module that it does not override (as drivers._manual reads them)."""
+    methods: dict[str, cst.FunctionDef] = {}
+    pending, seen = [node], 0
+    while pending and seen < 6:
+        current = pending.pop(0)
+        seen += 1
+        for statement in current.body.body:
+            if isinstance(statement, cst.FunctionDef):
+                methods.setdefault(statement.name.value, statement)
+            elif any(word in module.code_for_node(statement) for word in target.manual):
+                return True  # `automatic_optimization = False` in the class body
+        pending.extend(local[b] for arg in current.bases if (b := code(arg.value)) in local and local[b] is not current)
+    return any(word in module.code_for_node(m) for m in methods.values() for word in target.manual)
 
 
 def hook_edits(module: cst.Module, node: cst.ClassDef, target: Target,
