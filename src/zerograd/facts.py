@@ -14,9 +14,8 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from .conditions import modular_phase
+from .counters import Counters
 from .frameworks import COMPLETED, STARTED, Framework, accumulation_of, factory_of
-from .keys import counter_of
 from .naming import block_of, dotted, receiver_key, suites
 from .optimizers import (
     NON_TORCH_ROOTS,
@@ -51,21 +50,6 @@ class ClassInfo:
     built: dict[str, cst.Call] = field(default_factory=dict)  # `self.agent` -> the call that built it
     fields: dict[str, str] = field(default_factory=dict)  # `self.opt = optimizer` in __init__: opt -> optimizer
     node: Optional[cst.ClassDef] = None
-
-
-@dataclass
-class Counters:
-    """Attributes `self.n` that methods assign `(self.n + c) % k` (a wrapping counter, ParlAI's
-    `_number_grad_accum`) and otherwise only int literals; what each assignment does."""
-
-    moved: dict[int, int] = field(default_factory=dict)  # id(Assign) -> c
-    literal: dict[int, int] = field(default_factory=dict)  # id(Assign) -> the literal
-    keys: dict[str, set[str]] = field(default_factory=dict)  # counter -> its modular keys
-    starts: dict[str, set[int]] = field(default_factory=dict)  # counter -> literals in __init__
-    spoilt: set[str] = field(default_factory=set)  # assigned anything else somewhere
-    where: dict[str, set[int]] = field(default_factory=dict)  # counter -> id(function) assigning it
-    key: dict[str, str] = field(default_factory=dict)  # the result: counter -> "mod:self.n%k"
-    start: dict[str, int] = field(default_factory=dict)  # its phase after __init__
 
 
 @dataclass
@@ -248,11 +232,11 @@ class Collector:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             self.assignment(targets, node.value)
             self._field(targets, node.value)
-            self._counter(node, targets, node.value)
+            self.info.counters.record(node, targets, node.value, self.function)
             if any(isinstance(t, cst.Attribute) and t.attr.value == "grad" for t in targets):
                 self.facts.events = True  # `p.grad = None`
         elif isinstance(node, cst.AugAssign):
-            self._counter(node, [node.target], None)
+            self.info.counters.record(node, [node.target], None, self.function)
         for call in self.info.calls_of(node):
             self.call(call)
 
@@ -324,28 +308,6 @@ class Collector:
             if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
                 cls.fields.setdefault(target.attr.value, value.value)
 
-    def _counter(self, node: cst.CSTNode, targets: Sequence[cst.BaseExpression],
-                 value: Optional[cst.BaseExpression]) -> None:
-        counters = self.info.counters
-        for target in targets:
-            for element in target.elements if isinstance(target, (cst.Tuple, cst.List)) else ():
-                counters.spoilt.add(dotted(element.value) or "")
-            name = dotted(target) or ""
-            if not name.startswith("self.") or self.function is None:
-                continue
-            counters.where.setdefault(name, set()).add(id(self.function))
-            modulo = isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo)
-            phase = modular_phase(value, 0) if modulo and len(targets) == 1 else None  # type: ignore[arg-type]
-            if phase is not None and counter_of(phase[0]) == name:
-                counters.moved[id(node)] = -phase[1]
-                counters.keys.setdefault(name, set()).add(phase[0])
-            elif isinstance(value, cst.Integer) and _literal(value) is not None:
-                counters.literal[id(node)] = _literal(value) or 0
-                if self.function.name.value == "__init__":
-                    counters.starts.setdefault(name, set()).add(_literal(value) or 0)
-            else:
-                counters.spoilt.add(name)
-
     def assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         # `SSLMetaArch(cfg).to(device)` is the instance built (dinov2): moving returns the module.
         while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
@@ -414,7 +376,7 @@ def mark_relevant(info: ModuleInfo, linked: frozenset[str] = frozenset()) -> Non
     names: dict[str, list[int]] = {}
     for function in info.every_function:
         names.setdefault(function.name.value, []).append(id(function))
-    relevant = {key for key, facts in info.facts.items() if facts.events} | _wrapping(info.counters)
+    relevant = {key for key, facts in info.facts.items() if facts.events} | info.counters.settle()
     changed = True
     while changed:
         relevant_names = {name for name, keys in names.items() if any(k in relevant for k in keys)} | linked
@@ -422,18 +384,6 @@ def mark_relevant(info: ModuleInfo, linked: frozenset[str] = frozenset()) -> Non
         changed = not grown <= relevant
         relevant |= grown
     info.relevant = relevant
-
-
-def _wrapping(counters: Counters) -> set[int]:
-    """Settle the wrapping counters (one modulus, nothing but literals besides); the functions
-    that assign one perform an event (MOVE, SET)."""
-    for name, keys in counters.keys.items():
-        if len(keys) == 1 and name not in counters.spoilt:
-            counters.key[name] = next(iter(keys))
-            starts = counters.starts.get(name, set())
-            if len(starts) == 1:
-                counters.start[name] = next(iter(starts))
-    return {function for name in counters.key for function in counters.where[name]}
 
 
 def _literal(node: cst.BaseExpression) -> Optional[int]:

@@ -29,7 +29,7 @@ from .conditions import (
 )
 from .facts import ModuleInfo
 from .frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework, optimizer_key
-from .keys import FLAG, INVARIANT, rename, root_of
+from .keys import FLAG, INVARIANT, root_of
 from .model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
 from .naming import (
     assigned_names,
@@ -153,8 +153,8 @@ class Builder(Clears):
         return [self.event(Kind.BUILD, node, replace(ctx, gate=None), self.key(target, ctx), text_of(target))]
 
     def _counts(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
-        """A flag or a wrapping counter set, a counter moved (facts.Counters); building an object
-        of this module sets its counters to their phase after `__init__`."""
+        """A flag or a wrapping counter set, a counter moved (counters.py); building an object of
+        this module sets its counters to their phase after `__init__`."""
         counters = self.info.counters
         if not isinstance(node, cst.Assign) or len(node.targets) != 1:
             return []
@@ -162,19 +162,14 @@ class Builder(Clears):
         name = dotted(target) or ""
         if isinstance(target, cst.Name) and name in ctx.flags:
             return [Event(Kind.SET, self.sites.site(node), name, FLAG + name, phase=int(text_of(node.value) == "True"))]
-        key = counters.key.get(name)
-        if key is not None and id(node) in counters.moved:
-            return [Event(Kind.MOVE, self.sites.site(node), name, key, phase=counters.moved[id(node)])]
-        if key is not None and id(node) in counters.literal:
-            return [Event(Kind.SET, self.sites.site(node), name, key, phase=counters.literal[id(node)])]
+        if name in counters.key:
+            found = counters.event(node, name, self.sites.site(node))
+            return [found] if found is not None else []
         cls = self.info.classes.get(dotted(node.value.func) or "") if isinstance(node.value, cst.Call) else None
         if cls is None or not counters.start or not isinstance(target, (cst.Name, cst.Attribute)):
             return []
-        lineage = {id(method) for c in self.info.lineage(cls) for method in c.methods.values()}
-        built = self.key(target, ctx)
-        return [Event(Kind.SET, self.sites.site(node), rename(counter, "self", built) or "",
-                      rename(counters.key[counter], "self", built) or "", phase=start)
-                for counter, start in counters.start.items() if counters.where[counter] & lineage]
+        methods = {id(method) for c in self.info.lineage(cls) for method in c.methods.values()}
+        return [*counters.built(self.sites.site(node), self.key(target, ctx), methods)]
 
     def _if(self, node: cst.If, ctx: Context) -> list[Node]:
         body = self.block(block_of(node.body), ctx)
