@@ -14,13 +14,11 @@ from typing import Optional, Union
 import libcst as cst
 
 from .calls import Context, Link
-from .clears import Clears
 from .conditions import (
     PURE,
     classify,
     classify_flag,
     first_turn,
-    flag_definitions,
     literal_flags,
     names_of,
     peeled_counter,
@@ -28,7 +26,7 @@ from .conditions import (
     substituted,
 )
 from .facts import ModuleInfo
-from .frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework, optimizer_key
+from .frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework
 from .keys import FLAG, INVARIANT, root_of
 from .model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
 from .naming import (
@@ -38,12 +36,11 @@ from .naming import (
     collection_key,
     dotted,
     element_name,
-    receiver_key,
-    statements_of,
     text_of,
 )
 from .optimizers import is_optimizer_callee
 from .provenance import NO_GRAD, trace
+from .receivers import Receivers
 from .sites import Sites
 from .walk import nodes_in
 
@@ -54,7 +51,7 @@ DIST_AUTOGRAD = "torch.distributed.autograd"
 EVENT_NAMES = frozenset({"backward", "zero_grad", "clear_grad", "clear_gradients", "step"})
 
 
-class Builder(Clears):
+class Builder(Receivers):
     def __init__(self, info: ModuleInfo, sites: Sites, index: dict[int, int], link: Optional[Link] = None) -> None:
         self.info = info
         self.sites = sites
@@ -274,67 +271,6 @@ class Builder(Clears):
             else:
                 items.extend(self.expression_events(call, ctx))
         return [*items, *self.block(block_of(node.body), ctx).items]
-
-    # --- receivers --------------------------------------------------------------------------
-
-    def key(self, node: cst.BaseExpression, ctx: Context) -> str:
-        key = self.key_text(receiver_key(node), ctx)
-        framework = self.framework(ctx)
-        return key if framework is None else optimizer_key(framework, key)
-
-    def aliases(self, body: Sequence[cst.CSTNode], ctx: Context) -> Context:
-        """Names that stand for one receiver in this body: `opt = self.optimizers[k]` (assigned
-        once), and loop variables over collections (`for opt in opts` -> `opts[*]`)."""
-        found: dict[str, Optional[str]] = {}
-
-        def bind(name: str, value: Optional[str]) -> None:
-            found[name] = value if found.get(name, value) == value else None
-
-        for statement in statements_of(body):
-            if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
-                target, value = statement.targets[0].target, statement.value
-                if isinstance(target, cst.Name):
-                    simple = isinstance(value, (cst.Name, cst.Attribute, cst.Subscript))
-                    key = self.key(value, ctx) if simple or isinstance(value, cst.Call) else None
-                    # `opt = self.optimizers()` in a hook: the framework's optimizer.
-                    framework = self.framework(ctx)
-                    bind(target.value, key if simple or framework is not None and key == framework.optimizer else None)
-            elif isinstance(statement, cst.For):
-                name = element_name(statement.target, statement.iter)
-                collection = collection_key(statement.iter)
-                if name is not None:
-                    bind(name, None if collection is None else self.key_text(collection, ctx))
-        pairs = tuple((n, v) for n, v in found.items() if v is not None and v != n)
-        definitions = flag_definitions(body)
-        for statement in statements_of(body):
-            # `do_step = self._should_do_step()`: a method of ours that returns a test.
-            if isinstance(statement, cst.Assign) and len(statement.targets) == 1 and isinstance(statement.value, cst.Call):
-                target = statement.targets[0].target
-                returned = self._returned_test(statement.value, ctx)
-                if isinstance(target, cst.Name) and returned is not None and target.value not in definitions:
-                    definitions[target.value] = (returned,)
-        flags = tuple(definitions.items())
-        return replace(ctx, aliases=pairs + ctx.aliases, conditions=flags + ctx.conditions) if pairs or flags else ctx
-
-    def _returned_test(self, call: cst.Call, ctx: Context) -> Optional[cst.BaseExpression]:
-        """The test a function of ours returns when its last statement is `return <test>`."""
-        if call.args:
-            return None
-        resolved = self.resolve(call.func, ctx)
-        body = block_of(resolved[0].body) if resolved is not None else ()
-        last = body[-1] if body else None
-        if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return):
-            value = last.body[-1].value
-            if isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
-                return value
-        return None
-
-    def key_text(self, key: str, ctx: Context) -> str:
-        root = root_of(key)
-        for name, value in ctx.aliases:
-            if name == root:
-                return value + key[len(root):]
-        return key
 
     def event(self, kind: Kind, node: cst.CSTNode, ctx: Context, target: Optional[str] = None, label: str = "",
               zeroes: bool = False) -> Node:

@@ -1,0 +1,81 @@
+"""Receivers as the scope builder names them (rules.md section 2): a receiver's key, with the
+names that stand for one in a body (`opt = self.optimizers[k]`, a loop variable over a
+collection) and the flags that hold a test (`do_step = self._should_do_step()`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Optional
+
+import libcst as cst
+
+from .calls import Context
+from .clears import Clears
+from .conditions import flag_definitions
+from .frameworks import optimizer_key
+from .keys import root_of
+from .naming import block_of, collection_key, element_name, receiver_key, statements_of
+
+
+class Receivers(Clears):
+    """The receivers part of the scope builder (scopes.py builds the statements)."""
+
+    def key(self, node: cst.BaseExpression, ctx: Context) -> str:
+        key = self.key_text(receiver_key(node), ctx)
+        framework = self.framework(ctx)
+        return key if framework is None else optimizer_key(framework, key)
+
+    def aliases(self, body: Sequence[cst.CSTNode], ctx: Context) -> Context:
+        """Names that stand for one receiver in this body: `opt = self.optimizers[k]` (assigned
+        once), and loop variables over collections (`for opt in opts` -> `opts[*]`)."""
+        found: dict[str, Optional[str]] = {}
+
+        def bind(name: str, value: Optional[str]) -> None:
+            found[name] = value if found.get(name, value) == value else None
+
+        for statement in statements_of(body):
+            if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+                target, value = statement.targets[0].target, statement.value
+                if isinstance(target, cst.Name):
+                    simple = isinstance(value, (cst.Name, cst.Attribute, cst.Subscript))
+                    key = self.key(value, ctx) if simple or isinstance(value, cst.Call) else None
+                    # `opt = self.optimizers()` in a hook: the framework's optimizer.
+                    framework = self.framework(ctx)
+                    bind(target.value, key if simple or framework is not None and key == framework.optimizer else None)
+            elif isinstance(statement, cst.For):
+                name = element_name(statement.target, statement.iter)
+                collection = collection_key(statement.iter)
+                if name is not None:
+                    bind(name, None if collection is None else self.key_text(collection, ctx))
+        pairs = tuple((n, v) for n, v in found.items() if v is not None and v != n)
+        definitions = flag_definitions(body)
+        for statement in statements_of(body):
+            # `do_step = self._should_do_step()`: a method of ours that returns a test.
+            if isinstance(statement, cst.Assign) and len(statement.targets) == 1 and isinstance(statement.value, cst.Call):
+                target = statement.targets[0].target
+                returned = self._returned_test(statement.value, ctx)
+                if isinstance(target, cst.Name) and returned is not None and target.value not in definitions:
+                    definitions[target.value] = (returned,)
+        flags = tuple(definitions.items())
+        return replace(ctx, aliases=pairs + ctx.aliases, conditions=flags + ctx.conditions) if pairs or flags else ctx
+
+    def _returned_test(self, call: cst.Call, ctx: Context) -> Optional[cst.BaseExpression]:
+        """The test a function of ours returns when its last statement is `return <test>`."""
+        if call.args:
+            return None
+        resolved = self.resolve(call.func, ctx)
+        body = block_of(resolved[0].body) if resolved is not None else ()
+        last = body[-1] if body else None
+        if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return):
+            value = last.body[-1].value
+            if isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
+                return value
+        return None
+
+    def key_text(self, key: str, ctx: Context) -> str:
+        root = root_of(key)
+        for name, value in ctx.aliases:
+            if name == root:
+                return value + key[len(root):]
+        return key
