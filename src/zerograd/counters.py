@@ -43,7 +43,7 @@ class Counters:
             self.where.setdefault(name, set()).add(id(function))
             modulo = isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo)
             phase = modular_phase(value, 0) if modulo and len(targets) == 1 else None  # type: ignore[arg-type]
-            literal = _literal(value)
+            literal = int_literal(value)
             if phase is not None and counter_of(phase[0]) == name:
                 self.moved[id(node)] = -phase[1]
                 self.keys.setdefault(name, set()).add(phase[0])
@@ -81,7 +81,7 @@ class Counters:
                 for counter, start in self.start.items() if self.where[counter] & methods]
 
 
-def _literal(node: Optional[cst.BaseExpression]) -> Optional[int]:
+def int_literal(node: Optional[cst.BaseExpression]) -> Optional[int]:
     try:
         return int(node.value, 0) if isinstance(node, cst.Integer) else None
     except ValueError:

@@ -14,7 +14,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from .counters import Counters
+from .counters import Counters, int_literal
 from .frameworks import COMPLETED, STARTED, Framework, accumulation_of, factory_of
 from .naming import block_of, dotted, receiver_key, suites
 from .optimizers import (
@@ -111,8 +111,10 @@ class ModuleInfo:
 
     def qualify(self, node: cst.BaseExpression) -> Optional[str]:
         name = dotted(node)
-        if name is None:
-            return None
+        return None if name is None else self.qualify_name(name)
+
+    def qualify_name(self, name: str) -> str:
+        """A dotted name as imported (`optim.Optimizer` -> `torch.optim.Optimizer`)."""
         head, _, rest = name.partition(".")
         head = self.aliases.get(head, head)
         return f"{head}.{rest}" if rest else head
@@ -152,7 +154,7 @@ class ModuleInfo:
             if info is not None and info is not cls:
                 found = self.inherited(info, name, depth + 1)
             elif base.split(".", 1)[0] in self.aliases:
-                found = f"{self.aliases[base.split('.', 1)[0]]}{base[len(base.split('.', 1)[0]):]}.{name}"
+                found = f"{self.qualify_name(base)}.{name}"
             else:
                 found = None
             if found is not None:
@@ -282,7 +284,7 @@ class Collector:
         if not isinstance(optimizer, (cst.Name, cst.Attribute)):
             return
         setting = named.get(framework.accumulation[1])
-        n = 1 if setting is None else _literal(setting)
+        n = 1 if setting is None else int_literal(setting)
         self.info.engines[(self._scope(), key)] = Registered(framework, call, receiver_key(optimizer), n)
 
     def _scope(self) -> int:
@@ -293,7 +295,7 @@ class Collector:
         """`Trainer(accumulate_grad_batches=4)`: the framework's N, when it is a literal."""
         for arg in call.args:
             if arg.keyword is not None and arg.keyword.value == keyword:
-                value = _literal(arg.value)
+                value = int_literal(arg.value)
                 known = self.info.accumulation
                 known[keyword] = value if known.get(keyword, value) == value else None
 
@@ -384,13 +386,6 @@ def mark_relevant(info: ModuleInfo, linked: frozenset[str] = frozenset()) -> Non
         changed = not grown <= relevant
         relevant |= grown
     info.relevant = relevant
-
-
-def _literal(node: cst.BaseExpression) -> Optional[int]:
-    try:
-        return int(node.value, 0) if isinstance(node, cst.Integer) else None
-    except ValueError:
-        return None
 
 
 def _registration(node: cst.BaseExpression, method: str) -> Optional[tuple[str, str]]:

@@ -211,15 +211,21 @@ def _counted(facts: frozenset[tuple[str, int, bool]], event: Event, to: bool) ->
     for key, residue, value in facts:
         if counter_of(key) != event.target and key != event.label:
             kept.add((key, residue, value))
-        elif not to:
-            modulus = _modulus(key)
-            residue = residue + event.phase if modulus is None else (residue + event.phase) % modulus
-            if abs(residue) <= MAX_RESIDUE or modulus is not None:
-                kept.add((key, residue, value))
+        elif not to and (moved := _moved(key, residue, event.phase)) is not None:
+            kept.add((key, moved, value))
     if to:
         modulus = _modulus(event.label)
         kept.add((event.label, event.phase if modulus is None else event.phase % modulus, True))
     return frozenset(kept)
+
+
+def _moved(key: str, residue: int, by: int) -> Optional[int]:
+    """A modular fact's residue after its counter moves `by`; None: forgotten (too far from the
+    current phase, where the modulus is not a literal)."""
+    modulus = _modulus(key)
+    if modulus is not None:
+        return (residue + by) % modulus
+    return residue + by if abs(residue + by) <= MAX_RESIDUE else None
 
 
 def _modulus(key: str) -> Optional[int]:
@@ -244,13 +250,12 @@ def _shift(facts: frozenset[tuple[str, int, bool]], effect: BackEffect) -> froze
                 kept.add((key, residue, value))
         elif key.startswith("mod:"):
             counter = key[4:].partition("%")[0]
-            modulus = _modulus(key)
-            if counter in effect.shifted:
-                pass  # moved (or set) by the body itself
-            elif effect.everything or counter in effect.moves or counter.split(".")[0] in effect.moves:
-                residue = residue + 1 if modulus is None else (residue + 1) % modulus
-            if abs(residue) <= MAX_RESIDUE or modulus is not None:
-                kept.add((key, residue, value))
+            # Moved (or set) by the body itself, the counter's events have shifted it already.
+            moves = counter not in effect.shifted and (
+                effect.everything or counter in effect.moves or counter.split(".")[0] in effect.moves)
+            moved = _moved(key, residue, 1 if moves else 0)
+            if moved is not None:
+                kept.add((key, moved, value))
         elif not effect.everything and not _mentions(key, effect.moves):
             kept.add((key, residue, value))
     return frozenset(kept)

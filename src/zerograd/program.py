@@ -181,7 +181,7 @@ def _is_step_function(function: cst.FunctionDef, cls: Optional[ClassInfo], build
     name = function.name.value
     if id(function) in builder.called or _NOT_STEP.match(name):
         return False
-    if cls is not None and any(is_optimizer_callee(_qualified(info, base)) for base in cls.bases):
+    if cls is not None and any(is_optimizer_callee(info.qualify_name(base)) for base in cls.bases):
         return False  # an optimizer's own step (KFAC's), which its caller's loop runs and clears around
     # An unresolved `x.update(...)` in a scope that clears could be this method's caller, and a
     # call of a function value there the caller of a closure its factory returns.
@@ -191,13 +191,6 @@ def _is_step_function(function: cst.FunctionDef, cls: Optional[ClassInfo], build
     if parent is not None and builder.unknown_clears and _returned(name, parent):
         return False
     return bool(STEP_NAMES.search(name)) or name in info.registered
-
-
-def _qualified(info: ModuleInfo, name: str) -> str:
-    """A dotted name as imported (`optim.Optimizer` -> `torch.optim.Optimizer`)."""
-    head, _, rest = name.partition(".")
-    head = info.aliases.get(head, head)
-    return f"{head}.{rest}" if rest else head
 
 
 def _returned(name: str, factory: cst.FunctionDef) -> bool:

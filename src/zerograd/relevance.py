@@ -69,7 +69,7 @@ class Scan:
         self.classes: set[str] = set()
         self.members: dict[str, tuple[list[Definition], list[str]]] = {}  # class -> (methods, bases)
         self.assigned: list[tuple[int, ast.expr]] = []  # (function, callee of an assigned call)
-        self.wraps: set[str] = set()  # `self.n = (self.n + 1) % k`: a wrapping counter (facts.Counters)
+        self.wraps: set[str] = set()  # `self.n = (self.n + 1) % k`: a wrapping counter (counters.py)
         self.counts: list[tuple[int, str]] = []  # (function, `self.x` it assigns)
         stack: list[tuple[ast.AST, int]] = [(node, 0) for node in tree.body]
         while stack:
@@ -138,14 +138,14 @@ class Scan:
                 callees.add(value.attr)
 
     def _count(self, targets: Sequence[ast.expr], value: Optional[ast.expr], owner: int) -> None:
-        """Assignments of `self.x` (facts.Collector._counter): those of a wrapping counter are events."""
+        """Assignments of `self.x` (counters.Counters.record): those of a wrapping counter are events."""
         for target in targets:
-            name = _dotted(target)
+            name = _qualify(target, {})
             if name is None or not name.startswith("self."):
                 continue
             self.counts.append((owner, name))
             left = value.left if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mod) else None
-            if isinstance(left, ast.BinOp) and _dotted(left.left) == name:
+            if isinstance(left, ast.BinOp) and _qualify(left.left, {}) == name:
                 self.wraps.add(name)
 
     def _import(self, node: Union[ast.Import, ast.ImportFrom]) -> None:
@@ -212,14 +212,6 @@ def _records(qualified: Optional[str], classes: set[str]) -> bool:
     return (is_optimizer_callee(qualified) or is_scaler_callee(qualified) or is_engine_callee(qualified)
             or qualified.startswith("deepspeed.") or qualified.split(".", 1)[0] in NON_TORCH_ROOTS
             or is_foreign_autograd(qualified) or qualified in ("functools.partial", "partial") or qualified in classes)
-
-
-def _dotted(node: ast.expr) -> Optional[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
 
 
 def _qualify(node: ast.expr, aliases: dict[str, str]) -> Optional[str]:

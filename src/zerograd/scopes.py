@@ -162,8 +162,10 @@ class Builder(Receivers):
         if name in counters.key:
             found = counters.event(node, name, self.sites.site(node))
             return [found] if found is not None else []
-        cls = self.info.classes.get(dotted(node.value.func) or "") if isinstance(node.value, cst.Call) else None
-        if cls is None or not counters.start or not isinstance(target, (cst.Name, cst.Attribute)):
+        if not counters.start or not isinstance(node.value, cst.Call) or not isinstance(target, (cst.Name, cst.Attribute)):
+            return []
+        cls = self.info.classes.get(dotted(node.value.func) or "")
+        if cls is None:
             return []
         methods = {id(method) for c in self.info.lineage(cls) for method in c.methods.values()}
         return [*counters.built(self.sites.site(node), self.key(target, ctx), methods)]

@@ -247,7 +247,8 @@ class _Carry:
 
     def __init__(self, receiver: Optional[str], moves: set[str]) -> None:
         self.receiver = receiver
-        self.moves = moves
+        # The caller's names of the counters the method moves or sets: their facts come back.
+        self.gone = {rename(counter, "self", receiver) for counter in moves} - {None} if receiver else set()
 
     def enter(self, s: State) -> State:
         """Into a callee: its conditions are its own (but for its object's knobs and counters),
@@ -260,22 +261,20 @@ class _Carry:
         """The caller's facts after the call: its own, and what the method answered or moved."""
         if self.receiver is None:
             return caller.facts
-        found = {f for f in (self._out_of(f) for f in inner.facts) if f is not None}
-        if self.moves:
-            gone = {rename(counter, "self", self.receiver) for counter in self.moves} - {None}
-            return frozenset(f for f in caller.facts if counter_of(f[0]) not in gone) | found
+        found = {f for f in (self._renamed(f, "self", self.receiver) for f in inner.facts) if f is not None}
+        if self.gone:
+            return frozenset(f for f in caller.facts if counter_of(f[0]) not in self.gone) | found
         return caller.facts | found
 
     def _into(self, fact: tuple[str, int, bool]) -> Optional[tuple[str, int, bool]]:
-        if self.receiver is None or not fact[0].startswith(_CARRIED):
-            return None
-        key = fact[0] if self.receiver == "self" else rename(fact[0], self.receiver, "self")
-        return None if key is None else (key, fact[1], fact[2])
+        return None if self.receiver is None else self._renamed(fact, self.receiver, "self")
 
-    def _out_of(self, fact: tuple[str, int, bool]) -> Optional[tuple[str, int, bool]]:
-        if self.receiver is None or not fact[0].startswith(_CARRIED):
+    @staticmethod
+    def _renamed(fact: tuple[str, int, bool], old: str, new: str) -> Optional[tuple[str, int, bool]]:
+        """A carried fact about `old` as one about `new` (None: not carried)."""
+        if not fact[0].startswith(_CARRIED):
             return None
-        key = fact[0] if self.receiver == "self" else rename(fact[0], "self", self.receiver)
+        key = fact[0] if old == new else rename(fact[0], old, new)
         return None if key is None else (key, fact[1], fact[2])
 
 
