@@ -23,8 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from corpus import CACHE, extract, extract_repo, fetch, load_lock, python_files, update_lock
 
-from zerograd.files import check_file
-from zerograd.model import Settings
+from zerograd.analysis.model import Settings
+from zerograd.io.files import check_file
 
 GENERAL = ["ansible", "django", "sympy", "sqlalchemy"]  # large, varied, no training code
 

@@ -72,7 +72,7 @@ from mutants import (
 )
 
 from zerograd.engine import lint_source
-from zerograd.fix import describe, fix_source
+from zerograd.io.fix import describe, fix_source
 
 Finding = Any  # zerograd's Finding (code, line, fix): its module is not part of the interface used here
 

@@ -26,13 +26,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from corpus import CACHE, extract, extract_repo, fetch, load_lock, pin_repos, update_lock
 
+from zerograd.analysis.model import Settings
 from zerograd.engine import PREFILTER, Report, inspect_source
-from zerograd.files import decode
-from zerograd.linking import inspect_group
-from zerograd.model import Settings
-from zerograd.notebook import NotebookError, read_notebook
-from zerograd.project import Project
-from zerograd.suppress import unsuppressed
+from zerograd.io.files import decode
+from zerograd.io.notebook import NotebookError, read_notebook
+from zerograd.io.suppress import unsuppressed
+from zerograd.project.linking import inspect_group
+from zerograd.project.plan import Project
 
 LOCK = "realcode.lock.json"
 REPOS_LOCK = "realcode.repos.lock.json"

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from zerograd import cli, files
+from zerograd import cli
+from zerograd.io import files
 
 BUG = "for b in loader:\n    loss.backward()\n    optimizer.step()\n"
 

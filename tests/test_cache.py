@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 
 import zerograd.engine
-import zerograd.files
-import zerograd.linking
-import zerograd.project
-from zerograd.cache import Cache
+import zerograd.io.files
+import zerograd.project.linking
+import zerograd.project.plan
+from zerograd.analysis.model import Settings
 from zerograd.cli import main
-from zerograd.model import Settings
+from zerograd.project.cache import Cache
 
 ROOT = Path(__file__).resolve().parent.parent
 SPLIT = ROOT / "fixtures" / "projects" / "split"
@@ -50,8 +50,8 @@ def test_warm_run_prints_the_cold_run_and_parses_nothing(capsys: pytest.CaptureF
     args = ("--format", form, "-j", jobs, str(ROOT / "fixtures"))
     cold = cli(capsys, "--no-cache", *args)
     assert cli(capsys, *args) == cold  # fills the cache
-    for module, name in ((zerograd.files, "check_bytes"), (zerograd.linking, "check_group"),
-                         (zerograd.project.Project, "plan"), (zerograd.engine, "lint_source")):
+    for module, name in ((zerograd.io.files, "check_bytes"), (zerograd.project.linking, "check_group"),
+                         (zerograd.project.plan.Project, "plan"), (zerograd.engine, "lint_source")):
         monkeypatch.setattr(module, name, _broken)
     warm = cli(capsys, *args)
     assert warm == cold and cold[0] == 1 and cold[1].count("ZG0") > 40

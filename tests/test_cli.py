@@ -177,12 +177,12 @@ def test_fixes_are_described_only_for_the_formats_that_print_them(
     path = str(tmp_path / "bug.py")
     assert main(["--format", "json", path]) == 1
     assert json.loads(capsys.readouterr().out)[0]["fix"]  # described
-    import zerograd.fix
+    import zerograd.io.fix
 
     def refuse(*args: object) -> None:
         raise AssertionError("describe() called for a format that prints no fix")
 
-    monkeypatch.setattr(zerograd.fix, "describe", refuse)
+    monkeypatch.setattr(zerograd.io.fix, "describe", refuse)
     for fmt in ("text", "github"):
         assert main(["--format", fmt, path]) == 1
         out = capsys.readouterr().out

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from zerograd import lint_source
-from zerograd.fix import FIXABLE, fix_source
+from zerograd.io.fix import FIXABLE, fix_source
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXES = ROOT / "fixtures" / "fixes"

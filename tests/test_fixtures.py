@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from zerograd.config import parse_inline_options
-from zerograd.files import check_source
+from zerograd.analysis.model import Settings
 from zerograd.flake8_plugin import ZeroGradPlugin
-from zerograd.model import Settings
+from zerograd.io.config import parse_inline_options
+from zerograd.io.files import check_source
 
 ROOT = Path(__file__).resolve().parent.parent / "fixtures"
 EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>[A-Z0-9:, ]+)")
@@ -68,7 +68,7 @@ def test_fixture_flake8_adapter(path: Path) -> None:
     got = sorted((line, text.split()[0], col + 1) for line, col, text, _ in results)
     # flake8 itself applies noqa; the adapter reports everything, so drop noqa'd lines here.
     lines = source.splitlines()
-    from zerograd.suppress import is_suppressed
+    from zerograd.io.suppress import is_suppressed
 
     got = [g for g in got if not is_suppressed(g[1], lines[g[0] - 1])]
     compare(expected(source), got)
@@ -82,7 +82,7 @@ def test_there_are_fixtures_for_every_rule() -> None:
 
 @pytest.mark.parametrize("tree", PROJECTS, ids=lambda p: p.name)
 def test_project_tree(tree: Path) -> None:
-    from zerograd.files import lint_paths
+    from zerograd.io.files import lint_paths
 
     results = {Path(r.path).resolve(): r for r in lint_paths([str(tree)], Settings())}
     modules = sorted(tree.rglob("*.py"))
@@ -95,7 +95,7 @@ def test_project_tree(tree: Path) -> None:
 @pytest.mark.parametrize("tree", PROJECTS, ids=lambda p: p.name)
 def test_project_tree_in_parallel(tree: Path) -> None:
     """The same findings with a process pool: linked groups are checked in the parent."""
-    from zerograd.files import lint_paths
+    from zerograd.io.files import lint_paths
 
     one = [(r.path, r.findings) for r in lint_paths([str(tree)], Settings(), jobs=1)]
     assert one == [(r.path, r.findings) for r in lint_paths([str(tree)], Settings(), jobs=2)]

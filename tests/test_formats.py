@@ -11,8 +11,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from zerograd.model import Finding, Span
-from zerograd.report import github
+from zerograd.analysis.model import Finding, Span
+from zerograd.io.report import github
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "fixtures" / "reports"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from zerograd.engine import lint_source, may_hold_findings
-from zerograd.frameworks import FRAMEWORKS, accumulation_of, framework_of
+from zerograd.knowledge.frameworks import FRAMEWORKS, accumulation_of, framework_of
 
 DROPPED = '''import lightning as L
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from zerograd.files import check_source
-from zerograd.model import Settings
+from zerograd.analysis.model import Settings
+from zerograd.io.files import check_source
 
 GAPS = sorted((Path(__file__).resolve().parent / "gaps").glob("*.py"))
 MARK = re.compile(r"#\s*gap:\s*(ZG\d{3})")

@@ -63,7 +63,7 @@ def test_flake8_with_an_ipynb_display_name_on_stdin() -> None:
 def test_a_continuation_line_starting_with_an_operator_is_no_magic() -> None:
     """captum's TracInCP tutorial: `% (a, b)` and `!= b` open a line inside brackets; IPython
     reads magics and shell lines only where a statement starts."""
-    from zerograd.notebook import blank_magics
+    from zerograd.io.notebook import blank_magics
 
     cell = ['print(', '    "%d of %d"', '    % (1, 2)', ')', 'ok = (1', '!= 2)', '%matplotlib inline',
             'for i in range(2):', '    !ls', 's = """', '%not a magic', '"""']

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from zerograd.files import lint_paths
-from zerograd.project import Index, Project, imports_of
+from zerograd.io.files import lint_paths
+from zerograd.project.plan import Index, Project, imports_of
 
 
 def test_imports_of_reads_every_form() -> None:

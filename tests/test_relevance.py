@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from zerograd.engine import inspect_source
-from zerograd.relevance import elide
+from zerograd.front.relevance import elide
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((ROOT / "fixtures").rglob("*.py"))

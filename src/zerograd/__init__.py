@@ -6,11 +6,10 @@ libcst is imported only when a file needs parsing.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"  # before the imports: cache.py keys its entries with it
-
+from .analysis.model import Finding, Settings, Span
+from .analysis.rules import RULES
 from .engine import lint_source
-from .files import lint_paths
-from .model import Finding, Settings, Span
-from .rules import RULES
+from .io.files import lint_paths
+from .version import __version__
 
 __all__ = ["Finding", "RULES", "Settings", "Span", "__version__", "lint_paths", "lint_source"]

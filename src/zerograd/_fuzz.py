@@ -8,12 +8,12 @@ import warnings
 
 from hypothesis import strategies as st
 
+from .analysis.model import Settings
+from .analysis.rules import FIXABLE
 from .engine import inspect_source, lint_source
-from .files import check_source
-from .fix import fix_source
 from .flake8_plugin import ZeroGradPlugin
-from .model import Settings
-from .rules import FIXABLE
+from .io.files import check_source
+from .io.fix import fix_source
 
 OPTIMIZERS = ["optimizer", "opt_d", "self.optimizer", "optimizers[0]"]
 SIMPLE = [

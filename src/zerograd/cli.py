@@ -9,12 +9,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Optional
 
-from . import __version__
-from .cache import Cache, cache_folder
-from .config import Config, ConfigError, Selection, discover_config, parse_codes
-from .files import FileResult, check_bytes, lint_paths
-from .report import DESCRIBED, FORMATS, statistics
-from .rules import RULES, rule_page
+from .analysis.rules import RULES, rule_page
+from .io.config import Config, ConfigError, Selection, discover_config, parse_codes
+from .io.files import FileResult, check_bytes, lint_paths
+from .io.report import DESCRIBED, FORMATS, statistics
+from .project.cache import Cache, cache_folder
+from .version import __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -97,8 +97,8 @@ def _server(argv: list[str]) -> int:
 
 def _fix(files: list[str], config: Config, args: argparse.Namespace) -> Optional[bool]:
     """Fix (or, with --diff, show the fixes of) every file; None when a file could not be written."""
-    from .files import discover
-    from .writing import fix_file
+    from .io.files import discover
+    from .io.writing import fix_file
 
     changed, failed = False, False
     paths = sorted({path for path, error in discover(files, config, args.force_exclude) if not error})

@@ -14,21 +14,21 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Protocol
 
-from .flow import Verdict
-from .frameworks import ALONE, HOOKS, Outside
-from .graph import TooBig
-from .model import Finding, Settings, Span, calls_of
-from .rules import code_for, message
-from .summaries import CapReached
+from .analysis.flow import Verdict
+from .analysis.graph import TooBig
+from .analysis.model import Finding, Settings, Span, calls_of
+from .analysis.rules import code_for, message
+from .analysis.summaries import CapReached
+from .knowledge.frameworks import ALONE, HOOKS, Outside
 
 CHUNK_LINES = 2000
 
 if TYPE_CHECKING:
-    from .calls import Link
-    from .model import Program
-    from .program import Exports
-    from .sites import Sites
-    from .summaries import Analyzer
+    from .analysis.model import Program
+    from .analysis.summaries import Analyzer
+    from .front.calls import Link
+    from .front.program import Exports
+    from .front.sites import Sites
 
 
 class Locator(Protocol):
@@ -115,9 +115,9 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     the functions of the other modules of the project (project.py)."""
     import libcst
 
-    from .program import build_module
-    from .relevance import elide as cut
-    from .sites import Chunk
+    from .front.program import build_module
+    from .front.relevance import elide as cut
+    from .front.sites import Chunk
 
     try:
         if tree is None:
@@ -162,7 +162,7 @@ def _first_line(statement: ast.stmt) -> int:
 def analyse(program: Program, sites: Locator) -> tuple[Report, list[tuple[int, Finding]]]:
     """The dataflow over every scope of `program`, and the rules on its verdicts; each finding
     also with the site it is reported at (to tell linked modules apart)."""
-    from .summaries import Analyzer
+    from .analysis.summaries import Analyzer
 
     analyzer = Analyzer(program)
     found: dict[int, list[Verdict]] = {}

@@ -15,9 +15,9 @@ from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any, Optional
 
-from . import __version__
-from .config import settings_from
-from .model import Finding, Settings
+from .analysis.model import Finding, Settings
+from .io.config import settings_from
+from .version import __version__
 
 Result = tuple[int, int, str, type]
 
@@ -65,8 +65,8 @@ class ZeroGradPlugin:
     def _cached(self) -> Optional[list[Finding]]:
         """The findings a `zerograd` run cached for this file, if it and the modules it was
         linked with are unchanged on disk and flake8 checks the file as it is on disk."""
-        from .cache import Cache, content_hash
-        from .files import decode, read_file
+        from .io.files import decode, read_file
+        from .project.cache import Cache, content_hash
 
         if not self.filename or self.filename in ("-", "stdin"):
             return None
@@ -93,8 +93,8 @@ class ZeroGradPlugin:
 @cache
 def _cache_folder(folder: str) -> Optional[str]:
     """Where the CLI run from the same place keeps its cache (config found from the file up)."""
-    from .cache import cache_folder
-    from .config import ConfigError, find_pyproject, load_config
+    from .io.config import ConfigError, find_pyproject, load_config
+    from .project.cache import cache_folder
 
     try:
         found = find_pyproject(folder)

@@ -20,13 +20,13 @@ from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import TextDocument
 
-from . import __version__
-from .config import Config, ConfigError, Selection, find_pyproject, load_config
-from .files import check_source
-from .fix import fix_source, try_fix
-from .model import Finding
-from .notebook import blank_magics
-from .report import INFORMATION_URI
+from .analysis.model import Finding
+from .io.config import Config, ConfigError, Selection, find_pyproject, load_config
+from .io.files import check_source
+from .io.fix import fix_source, try_fix
+from .io.notebook import blank_magics
+from .io.report import INFORMATION_URI
+from .version import __version__
 
 DEBOUNCE_SECONDS = 0.3  # a pause in typing this long re-lints the document
 FIX_ALL = "source.fixAll.zerograd"

@@ -14,13 +14,13 @@ from typing import Optional, Union
 
 import libcst as cst
 
+from ..analysis.model import Function, Program, Seq, Settings
+from ..knowledge.frameworks import ALONE, Outside, Slot
+from ..knowledge.optimizers import NON_TORCH_NUMERIC, OTHER_AUTOGRAD_ROOTS, TORCH_FAMILY, OptimizerTable, is_optimizer_callee
 from .calls import Context, Link
 from .drivers import add_driver, add_registered, hooked, hooks, parameter
 from .facts import ClassInfo, Collector, ModuleInfo, mark_relevant
-from .frameworks import ALONE, Outside, Slot
-from .model import Function, Program, Seq, Settings
 from .naming import assigned_names, block_of, statements_of, suites
-from .optimizers import NON_TORCH_NUMERIC, OTHER_AUTOGRAD_ROOTS, TORCH_FAMILY, OptimizerTable, is_optimizer_callee
 from .scopes import Builder
 from .sites import Chunk, Sites
 

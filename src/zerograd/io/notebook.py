@@ -13,7 +13,7 @@ import tokenize
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
-from .model import Finding, Settings
+from ..analysis.model import Finding, Settings
 from .writing import FixResult
 
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, Optional
 
-from . import __version__
-from .model import Finding, Settings, Span
-from .rules import FIXABLE
+from ..analysis.model import Finding, Settings, Span
+from ..analysis.rules import FIXABLE
+from ..version import __version__
 
 FORMAT = 1  # of the entries; bumped when their layout changes
 NAME = ".zerograd_cache"
@@ -40,12 +40,14 @@ def content_hash(data: bytes) -> str:
 def build_id() -> str:
     """The version and the size and mtime of zerograd's own modules: an edited checkout (an
     editable install) invalidates the cache as a new release does."""
-    folder = os.path.dirname(os.path.abspath(__file__))
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parts = [__version__, str(FORMAT), sys.version]
-    for name in sorted(os.listdir(folder)):
-        if name.endswith(".py"):
-            info = os.stat(os.path.join(folder, name))
-            parts.append(f"{name}:{info.st_size}:{info.st_mtime_ns}")
+    for folder, folders, names in os.walk(package):
+        folders.sort()
+        for name in sorted(names):
+            if name.endswith(".py"):
+                info = os.stat(os.path.join(folder, name))
+                parts.append(f"{os.path.relpath(os.path.join(folder, name), package)}:{info.st_size}:{info.st_mtime_ns}")
     return content_hash("\0".join(parts).encode())
 
 

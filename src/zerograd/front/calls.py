@@ -16,11 +16,11 @@ from typing import Callable, Optional
 
 import libcst as cst
 
+from ..analysis.model import Call, Event, Kind, Node, Test
+from ..knowledge.frameworks import Framework
+from ..knowledge.optimizers import CLEARING_FUNCTIONS
 from .facts import ClassInfo, FunctionFacts, ModuleInfo
-from .frameworks import Framework
-from .model import Call, Event, Kind, Node, Test
 from .naming import dotted
-from .optimizers import CLEARING_FUNCTIONS
 from .sites import Sites
 
 Link = Callable[[str], Optional[str]]  # a qualified name -> the project function it names

@@ -15,16 +15,16 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
-from .cache import Cache, Group, content_hash
+from ..analysis.model import Finding, Settings, Span
+from ..analysis.rules import FIXABLE, message
+from ..engine import PREFILTER, lint_source
+from ..project.cache import Cache, Group, content_hash
 from .config import Config
-from .engine import PREFILTER, lint_source
-from .model import Finding, Settings, Span
 from .notebook import NotebookError, read_notebook
-from .rules import FIXABLE, message
 from .suppress import unsuppressed
 
 if TYPE_CHECKING:  # project.py imports libcst: only runs that link modules pay for it
-    from .project import Index, Project
+    from ..project.plan import Index, Project
 
 PARALLEL_THRESHOLD = 16  # below this many files a process pool costs more than it saves
 SUFFIXES = (".py", ".ipynb")
@@ -160,7 +160,7 @@ class _Shared:
     def check(self, paths: list[str]) -> list[FileResult]:
         """One file alone, or one group linked; a group that fails is checked module by module."""
         if len(paths) > 1 and self.project is not None:
-            from .linking import check_group
+            from ..project.linking import check_group
 
             try:
                 found = check_group(self.project, paths, self.settings)
@@ -237,7 +237,7 @@ class _Stored:
 def _plan(data: dict[str, bytes], stored: _Stored) -> tuple[Optional[Project], list[list[str]], list[FileResult]]:
     """The project, the groups of linked modules still to check, and the grouped modules'
     findings the cache already holds; an unchanged tree takes its plan from the cache too."""
-    from .project import Index, Project
+    from ..project.plan import Index, Project
 
     if not any(PREFILTER.encode() in content for content in data.values()):
         return None, [], []  # nothing can backpropagate: no module to link

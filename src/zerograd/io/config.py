@@ -17,7 +17,7 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import Any, Optional
 
-from .model import Settings
+from ..analysis.model import Settings
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -18,8 +18,8 @@ from typing import Optional
 
 import libcst as cst
 
-from .keys import related, root_of, within
-from .model import Reach
+from ..analysis.keys import related, root_of, within
+from ..analysis.model import Reach
 from .naming import block_of, dotted, receiver_key, suites
 
 CLEAN = Reach(frozenset(), frozenset(), False)

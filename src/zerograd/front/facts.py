@@ -14,10 +14,8 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from .counters import Counters, int_literal
-from .frameworks import COMPLETED, STARTED, Framework, accumulation_of, factory_of
-from .naming import block_of, dotted, receiver_key, suites
-from .optimizers import (
+from ..knowledge.frameworks import COMPLETED, STARTED, Framework, accumulation_of, factory_of
+from ..knowledge.optimizers import (
     NON_TORCH_ROOTS,
     OptimizerTable,
     is_engine_callee,
@@ -25,6 +23,8 @@ from .optimizers import (
     is_optimizer_callee,
     is_scaler_callee,
 )
+from .counters import Counters, int_literal
+from .naming import block_of, dotted, receiver_key, suites
 from .walk import calls_in
 
 # Calls that are events, or clear gradients by hand: a function without any (directly or through

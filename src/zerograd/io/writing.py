@@ -16,7 +16,7 @@ import tokenize
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .model import Finding, Settings
+from ..analysis.model import Finding, Settings
 
 
 @dataclass

@@ -10,11 +10,11 @@ from typing import Optional
 
 import libcst as cst
 
+from ..analysis.keys import root_of
+from ..knowledge.frameworks import optimizer_key
 from .calls import Context
 from .clears import Clears
 from .conditions import flag_definitions
-from .frameworks import optimizer_key
-from .keys import root_of
 from .naming import block_of, collection_key, element_name, receiver_key, statements_of
 
 

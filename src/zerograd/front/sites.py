@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
-from .model import Span
+from ..analysis.model import Span
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,10 @@ from typing import Optional, Union
 
 import libcst as cst
 
+from ..analysis.keys import FLAG, INVARIANT, root_of
+from ..analysis.model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
+from ..knowledge.frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework
+from ..knowledge.optimizers import is_optimizer_callee
 from .calls import Context, Link
 from .conditions import (
     PURE,
@@ -26,9 +30,6 @@ from .conditions import (
     substituted,
 )
 from .facts import ModuleInfo
-from .frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework
-from .keys import FLAG, INVARIANT, root_of
-from .model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
 from .naming import (
     assigned_names,
     block_of,
@@ -38,7 +39,6 @@ from .naming import (
     element_name,
     text_of,
 )
-from .optimizers import is_optimizer_callee
 from .provenance import NO_GRAD, trace
 from .receivers import Receivers
 from .sites import Sites

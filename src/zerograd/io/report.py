@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import PurePath
 from typing import Any, Callable
 
-from . import __version__
-from .model import Finding
-from .rules import RULES, rule_page
+from ..analysis.model import Finding
+from ..analysis.rules import RULES, rule_page
+from ..version import __version__
 
 Located = tuple[str, Finding]
 INFORMATION_URI = "https://pypi.org/project/zerograd/"

@@ -11,10 +11,10 @@ from typing import Optional
 
 import libcst as cst
 
+from ..analysis.model import Call, Event, Kind, Loop, Node, Seq, children
+from ..knowledge.frameworks import clears_all
 from .calls import Calls, Context, Owner
-from .frameworks import clears_all
 from .grads import grad_written
-from .model import Call, Event, Kind, Loop, Node, Seq, children
 from .naming import block_of, statements_of, text_of
 
 

@@ -10,8 +10,8 @@ import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from .keys import rebase, root_of, within  # noqa: F401  (re-exported)
-from .model import Settings
+from ..analysis.keys import rebase, root_of, within  # noqa: F401  (re-exported)
+from ..analysis.model import Settings
 
 # Optimizer classes outside torch.optim that training code commonly builds directly.
 KNOWN_OPTIMIZER_CLASSES = frozenset(

@@ -12,9 +12,9 @@ from typing import Optional
 
 import libcst as cst
 
+from ..analysis.keys import counter_of, rename
+from ..analysis.model import Event, Kind
 from .conditions import modular_phase
-from .keys import counter_of, rename
-from .model import Event, Kind
 from .naming import dotted
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .model import Kind
+from ..analysis.model import Kind
 
 EVERY, FIRST, LAST, NOT_LAST = "every", "first", "last", "not last"  # which batches of a window
 COUNTER = "batch_idx"  # the driver's batch counter (its accumulation tests read it)

@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Callable, Optional
 
-from .engine import Front, Report, analyse, front_end
-from .frameworks import SETTINGS, Outside, accumulation_of
-from .model import Branch, Call, Event, Finding, Function, Loop, Node, Program, Seq, Settings, Span, Try
-from .optimizers import TORCH_FAMILY
-from .project import Project, qualified_name
-from .relevance import Scan
-from .sites import Sites
+from ..analysis.model import Branch, Call, Event, Finding, Function, Loop, Node, Program, Seq, Settings, Span, Try
+from ..engine import Front, Report, analyse, front_end
+from ..front.relevance import Scan
+from ..front.sites import Sites
+from ..knowledge.frameworks import SETTINGS, Outside, accumulation_of
+from ..knowledge.optimizers import TORCH_FAMILY
+from .plan import Project, qualified_name
 
 
 @dataclass

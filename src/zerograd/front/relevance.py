@@ -24,9 +24,9 @@ import re
 from collections.abc import Sequence
 from typing import Optional, Union
 
+from ..knowledge.frameworks import SETTINGS
+from ..knowledge.optimizers import NON_TORCH_ROOTS, is_engine_callee, is_foreign_autograd, is_optimizer_callee, is_scaler_callee
 from .facts import EVENT_METHODS, REGISTER_CALL, REGISTER_KEYWORD
-from .frameworks import SETTINGS
-from .optimizers import NON_TORCH_ROOTS, is_engine_callee, is_foreign_autograd, is_optimizer_callee, is_scaler_callee
 
 Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 # Nodes with nothing to record under them (a Call reads its own name and arguments).

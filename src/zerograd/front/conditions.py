@@ -13,9 +13,9 @@ from typing import Optional
 
 import libcst as cst
 
-from .frameworks import ACCELERATE_SYNC
-from .keys import counter_of, root_of
-from .model import Test
+from ..analysis.keys import counter_of, root_of
+from ..analysis.model import Test
+from ..knowledge.frameworks import ACCELERATE_SYNC
 from .naming import block_of, dotted, statements_of, suites, targets_of, text_of
 from .walk import nodes_in
 

@@ -21,10 +21,23 @@ from typing import Optional
 
 import libcst as cst
 
+from ..analysis.model import Branch, Call, Event, Function, Kind, Loop, Node, Seq, Test
+from ..knowledge.frameworks import (
+    ALONE,
+    COUNTER,
+    EVERY,
+    FIRST,
+    LAST,
+    NOT_LAST,
+    STARTED,
+    Framework,
+    Outside,
+    Slot,
+    framework_of,
+    named,
+)
 from .conditions import classify
 from .facts import ClassInfo, ModuleInfo, Registered
-from .frameworks import ALONE, COUNTER, EVERY, FIRST, LAST, NOT_LAST, STARTED, Framework, Outside, Slot, framework_of, named
-from .model import Branch, Call, Event, Function, Kind, Loop, Node, Seq, Test
 from .sites import Chunk, Sites
 from .walk import nodes_in
 

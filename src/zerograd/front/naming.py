@@ -11,7 +11,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from .keys import rebase, root_of  # noqa: F401  (keys are plain strings)
+from ..analysis.keys import rebase, root_of  # noqa: F401  (keys are plain strings)
 from .walk import nodes_in
 
 _EMPTY_MODULE = cst.Module(body=[])

@@ -21,9 +21,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .engine import may_hold_findings
-from .frameworks import SETTINGS, framework_of
-from .relevance import Scan
+from ..engine import may_hold_findings
+from ..front.relevance import Scan
+from ..knowledge.frameworks import SETTINGS, framework_of
 
 # `import a.b as c, d` and `from .a import (b as c, d)` at the start of a line.
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)

@@ -20,12 +20,12 @@ from typing import Optional
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from .conditions import classify
-from .engine import lint_source
-from .model import Finding, Settings
-from .naming import receiver_key
-from .rules import FIXABLE
-from .walk import calls_in
+from ..analysis.model import Finding, Settings
+from ..analysis.rules import FIXABLE
+from ..engine import lint_source
+from ..front.conditions import classify
+from ..front.naming import receiver_key
+from ..front.walk import calls_in
 
 
 @dataclass(frozen=True)
