@@ -1,4 +1,6 @@
 """Applying fixes to files: decode like Python, fix, re-encode the same way, write atomically.
+A notebook's fixed program goes back into the cells it came from, in the notebook's own JSON
+layout.
 
 The encoding (a PEP 263 cookie, a UTF-8 BOM) and the line endings of the file are kept: fixes
 only insert and delete whole lines of the decoded text. The new content is written to a
@@ -9,14 +11,17 @@ from __future__ import annotations
 
 import difflib
 import io
+import json
 import os
 import stat
 import tempfile
 import tokenize
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from ..analysis.model import Finding, Settings
+from .files import read_file
+from .notebook import Notebook, NotebookError, read_notebook
 
 
 @dataclass
@@ -49,14 +54,10 @@ def fix_file(path: str, settings: Settings, write: bool) -> FixResult:
 
 
 def _fix_file(path: str, settings: Settings, write: bool) -> FixResult:
-    from .files import read_file
-
     data, error = read_file(path)
     if data is None:
         return FixResult(path, error=error)
     if path.endswith(".ipynb"):
-        from .notebook import fix_notebook
-
         result, new_data = fix_notebook(path, data, settings)
     else:
         result, new_data = _fix_python(path, data, settings)
@@ -96,3 +97,100 @@ def write_atomically(path: str, data: bytes) -> None:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+_STYLES: list[dict[str, Any]] = [
+    {"indent": indent, "sort_keys": sort_keys, "ensure_ascii": ascii_only}
+    for indent in (1, 2, 4, None)
+    for sort_keys in (True, False)
+    for ascii_only in (False, True)
+]
+
+
+def _style(document: Any, text: str) -> Optional[tuple[dict[str, Any], str]]:
+    """The json.dumps options (and trailing text) that give back `text` byte for byte, if any:
+    only then can a fixed notebook be written with every other byte unchanged."""
+    for style in _STYLES:
+        dumped = json.dumps(document, **style)
+        if text.startswith(dumped) and text[len(dumped):] in ("", "\n", "\r\n"):
+            return style, text[len(dumped):]
+    return None
+
+
+def fix_notebook(path: str, data: bytes, settings: Settings) -> tuple[FixResult, Optional[bytes]]:
+    from .fix import fix_source
+
+    try:
+        text = data.decode("utf-8")
+        document = json.loads(text)
+        notebook = read_notebook(text)
+    except (UnicodeDecodeError, json.JSONDecodeError, NotebookError):
+        return FixResult(path), None  # reported as ZG900; never written
+    outcome = fix_source(notebook.source, settings)
+    if outcome.source == notebook.source:
+        return FixResult(path, text, text, [], outcome.warnings), None
+    style = _style(document, text)
+    if style is None:
+        warning = "the notebook's JSON layout cannot be reproduced exactly; not fixed"
+        return FixResult(path, text, text, [], [*outcome.warnings, warning]), None
+    _update_cells(document["cells"], notebook, outcome.source)
+    new_text = json.dumps(document, **style[0]) + style[1]
+    fixed = [notebook.locate(f) for f in outcome.fixed]
+    return FixResult(path, text, new_text, fixed, outcome.warnings), new_text.encode("utf-8")
+
+
+def _update_cells(cells: list[Any], notebook: Notebook, fixed: str) -> None:
+    """Give each cell whose lines changed its new source; untouched cells keep theirs."""
+    owners = _line_owners(notebook)
+    old_lines = notebook.source.splitlines()
+    new_lines = fixed.splitlines()
+    per_cell: dict[int, list[str]] = {}
+    originals = {n: "".join(c["source"]) if isinstance(c["source"], list) else c["source"] for n, c in enumerate(cells, 1)}
+    kept_text = {n: originals[n].splitlines() for n in originals}
+    changed: set[int] = set()
+    matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    for tag, a1, a2, b1, b2 in matcher.get_opcodes():
+        if tag == "equal":
+            for index in range(a1, a2):
+                owner = owners[index]
+                if owner is not None:
+                    per_cell.setdefault(owner[0], []).append(kept_text[owner[0]][owner[1]])
+            continue
+        for index in range(a1, a2):
+            if owners[index] is not None:
+                changed.add(owners[index][0])  # type: ignore[index]
+        if b2 > b1:
+            cell = _owner_near(owners, a1)
+            changed.add(cell)
+            per_cell.setdefault(cell, []).extend(new_lines[b1:b2])
+    for number in changed:
+        cell = cells[number - 1]
+        lines = per_cell.get(number, [])
+        ending = originals[number].endswith("\n")
+        joined = "\n".join(lines) + ("\n" if ending else "")
+        if isinstance(cell["source"], list):
+            cell["source"] = joined.splitlines(keepends=True)
+        else:
+            cell["source"] = joined
+
+
+def _line_owners(notebook: Notebook) -> list[Optional[tuple[int, int]]]:
+    """For each line of the joined source: (cell number, line index in the cell) or None."""
+    total = len(notebook.source.splitlines())
+    owners: list[Optional[tuple[int, int]]] = [None] * total
+    starts = list(notebook.starts) + [(total + 1, 0)]  # every cell is followed by a separator
+    for (start, number), (next_start, _) in zip(starts, starts[1:]):
+        for index in range(start - 1, min(next_start - 2, total)):
+            owners[index] = (number, index - (start - 1))
+    return owners
+
+
+def _owner_near(owners: list[Optional[tuple[int, int]]], position: int) -> int:
+    """The cell an inserted line at `position` belongs to: the line before it, else after it."""
+    before = owners[position - 1] if 0 < position <= len(owners) else None
+    if before is not None:
+        return before[0]
+    for owner in owners[position:]:
+        if owner is not None:
+            return owner[0]
+    return next(o for o in reversed(owners) if o is not None)[0]
