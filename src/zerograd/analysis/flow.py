@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import NamedTuple, Optional
 
 from .graph import ArmEffect, BackEffect, Chain, ExitEffect, RaiseEffect, covers, shares, unrelated
-from .keys import FLAG, INVARIANT, counter_of, related
+from .keys import FLAG, INVARIANT, counter_of, related, within
 from .model import Event, Kind, Reach, Test
 
 # Why pending gradients may have skipped a step: nothing, a branch not taken, an accumulation
@@ -22,9 +22,14 @@ MAX_RESIDUE = 2  # modular facts further from the current phase than this are fo
 OUT = -1  # first link of a chain that leads out of a callee, back into its caller
 
 
+Held = frozenset[tuple[str, bool]]  # (a parameter set of the optimizer, applied by its step)
+ALL = "*"  # the one set of an optimizer whose modules are not known
+
+
 class State(NamedTuple):
-    stale: bool  # gradients already applied by a step are still in .grad
-    pending: bool  # a backward has produced gradients no step has used yet
+    # What the optimizer's .grad holds, per parameter set it was built over (rules.md v3 section
+    # 4): gradients a backward added since the set's last clear, and whether its step applied them.
+    held: Held
     guard: int  # strongest guard passed while gradients were pending that could skip a step
     discard: Optional[Chain]  # an unguarded clear that threw pending gradients away
     skip: Optional[Chain]  # a clear skipped through an accumulation condition (() : another guard)
@@ -37,8 +42,19 @@ class State(NamedTuple):
     # clear, each with the optimizer that stepped first after it (SELF: this one; "": none yet).
     window: frozenset[tuple[Event, str]] = frozenset()
 
+    @property
+    def stale(self) -> bool:
+        """Gradients a step already applied are still in some set."""
+        return any(applied for _, applied in self.held)
 
-START = State(False, False, NO_GUARD, None, None, frozenset())
+    @property
+    def pending(self) -> bool:
+        """A backward added gradients to some set that no step has applied yet."""
+        return any(not applied for _, applied in self.held)
+
+
+START = State(frozenset(), NO_GUARD, None, None, frozenset())
+EMPTY: Held = frozenset()
 SELF = "="  # in a window: the analysed optimizer stepped first after that backward
 
 
@@ -50,32 +66,60 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind is Kind.BACKWARD:
         # The guard survives: another loss's backward (a GAN's) does not undo a skipped step.
         window = s.window | {(event, "")} if event.reach is not None else s.window
-        return s._replace(pending=True, discard=None, foreign=False, zeroed=None, window=window)
+        held = s.held | {(ALL, False)}
+        return s._replace(held=held, discard=None, foreign=False, zeroed=None, window=window)
     if s.window and kind is Kind.STEP and event.target is not None:
         s = s._replace(window=stepped(s.window, SELF if event.target == target else event.target))
     if kind is Kind.STEP and event.target == target:
-        return s._replace(stale=True, pending=False, guard=NO_GUARD, discard=None, skip=None, wiped=None, counter=None,
+        return s._replace(held=_applied(s.held), guard=NO_GUARD, discard=None, skip=None, wiped=None, counter=None,
                           zeroed=None)
     if kind is Kind.STEP and s.pending:
         # Another optimizer stepped on these gradients: they were its loss's (TD3's critic), so
         # skipping this optimizer's step afterwards is no accumulation.
         return s._replace(foreign=True)
+    if kind is Kind.CLEAR and event.target == target and event.sets is not None:
+        return s._replace(held=_part_cleared(s.held, event.sets, event.keeps))
     if kind is Kind.CLEAR and event.target is not None and covers(event.target, target):
         return _cleared(s, (event.site,), event.zeroes)
     if kind is Kind.CLEAR and event.target is not None and shares(event.target, target, links):
         # Another optimizer over some of the same parameters, or a holder of this one (a container
         # of optimizers): a possible clear of this one.
-        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None, foreign=False,
-                          window=frozenset())
+        return s._replace(held=EMPTY, guard=NO_GUARD, discard=None, skip=None, foreign=False, window=frozenset())
     if kind in (Kind.MOVE, Kind.SET) and event.target is not None:
         return s._replace(facts=_counted(s.facts, event, kind is Kind.SET))
     if kind is Kind.BUILD and event.target == target:
-        return s._replace(stale=False, skip=None, window=frozenset())
+        return s._replace(held=_unapplied(s.held), skip=None, window=frozenset())
     if kind is Kind.MAYBE_CLEAR and not unrelated(event.target, target, links):
         # A possible clear ends stale gradients but never proves a misplaced clear.
-        return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=None, skip=None, foreign=False,
-                          window=frozenset())
+        return s._replace(held=EMPTY, guard=NO_GUARD, discard=None, skip=None, foreign=False, window=frozenset())
     return s
+
+
+def _applied(held: Held) -> Held:
+    """A step applies every set's gradients (with none yet, the sets it holds start stale: a
+    step with nothing to apply still leaves the old gradients the next one must not see)."""
+    return frozenset((part, True) for part in ({c[0] for c in held} or {ALL}))
+
+
+def _part_cleared(held: Held, sets: frozenset[str], keeps: frozenset[str]) -> Held:
+    """A module's clear that reaches only some of the optimizer's sets: gradients held by all of
+    them stay in the others (`keeps`), those of a set it reaches go."""
+    out = set()
+    for part, applied in held:
+        if part == ALL:
+            out |= {(kept, applied) for kept in keeps}
+        elif not any(within(part, m) for m in sets):
+            out.add((part, applied))
+    return frozenset(out)
+
+
+def _unapplied(held: Held) -> Held:
+    return frozenset(c for c in held if not c[1])
+
+
+def _reapplied(held: Held) -> Held:
+    """Gradients a step already used stay for the next one (a closure evaluated again)."""
+    return held | {(part, True) for part, applied in held if not applied}
 
 
 def _cleared(s: State, chain: Chain, zeroes: bool = False) -> State:
@@ -90,7 +134,7 @@ def _cleared(s: State, chain: Chain, zeroes: bool = False) -> State:
     wiped = s.wiped
     if s.pending:
         wiped = chain if s.guard == ACCUM_GUARD else None
-    return s._replace(stale=False, pending=False, guard=NO_GUARD, discard=discard, skip=None,
+    return s._replace(held=EMPTY, guard=NO_GUARD, discard=discard, skip=None,
                       foreign=False, wiped=wiped, counter=None, zeroed=zeroed, window=frozenset())
 
 
@@ -130,7 +174,7 @@ def _around(effect: BackEffect, s: State, micro: bool) -> State:
     facts = _shift(s.facts, effect)
     if effect.closure and s.pending:
         # The step already used this evaluation's gradients; the next evaluation adds to them.
-        return s._replace(facts=facts, stale=True)
+        return s._replace(facts=facts, held=_reapplied(s.held))
     guard, counter = s.guard, s.counter
     if micro and s.pending and (not s.foreign or not effect.micro):
         guard = ACCUM_GUARD
@@ -139,7 +183,7 @@ def _around(effect: BackEffect, s: State, micro: bool) -> State:
         # clear are left over for the next step: they leak into it (ZG004). Not in a loop that
         # never backpropagates (a `break` out of a scan over the parameters): the gradients it
         # found pending are the enclosing iteration's, which goes on to its step.
-        return s._replace(facts=facts, stale=True, skip=(), counter=None)
+        return s._replace(facts=facts, held=_reapplied(s.held), skip=(), counter=None)
     return s._replace(facts=facts, guard=guard, counter=counter)
 
 
@@ -157,7 +201,7 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
     if test is not None and test.invariant and here.clear_of(target) is None and elsewhere:
         # A knob that turns the clear off does so in every iteration: the user's configuration,
         # not a path that skips it.
-        return s._replace(facts=facts, stale=False)
+        return s._replace(facts=facts, held=_unapplied(s.held))
     # This choice can skip the step when another arm steps and this one does not, or when this
     # arm jumps away; the latest such guard says why a step was skipped.
     by_branch = target not in here.steps and any(target in sm.steps for sm in effect.summaries)
@@ -286,7 +330,9 @@ class Verdict(NamedTuple):
 
 
 def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_clear: bool,
-               partial: Optional[Chain] = None) -> list[Verdict]:
+               partial: Optional[Chain] = None, part: Optional[Chain] = None, modules: str = "") -> list[Verdict]:
+    """`partial`: a write of one parameter's .grad near the step; `part`: a clear of only some of
+    the optimizer's sets, `modules` (both name the clear that leaves the rest stale)."""
     found = []
     wiped = sorted({s.wiped for s in incoming if s.wiped is not None})
     found += [Verdict("frequency_mismatch", c, target, label) for c in wiped]
@@ -297,7 +343,9 @@ def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_
     leaking = [s for s in leaking if not s.skip]
     if leaking:
         kind = "skipped_clear" if has_clear or any(s.skip == () for s in leaking) else "never_cleared"
-        if kind == "never_cleared" and partial is not None:
+        if kind == "never_cleared" and part is not None:
+            found.append(Verdict("part_cleared", chain, target, label, part[-1], other=modules))
+        elif kind == "never_cleared" and partial is not None:
             found.append(Verdict("partially_cleared", chain, target, label, partial[0]))
         else:
             found.append(Verdict(kind, chain, target, label))

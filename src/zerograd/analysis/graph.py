@@ -73,6 +73,8 @@ class Summary:
     returns: bool = False  # a `return` (accumulation's in a method that an object's counter gates)
     maybe: set[Optional[str]] = field(default_factory=set)  # modules cleared with no known link
     partial: Optional[Chain] = None  # a write of one named parameter's .grad
+    # target -> the first clear of only some of its sets, and the sets that clear leaves
+    parts: dict[str, tuple[Chain, str]] = field(default_factory=dict)
     moves: set[str] = field(default_factory=set)  # wrapping counters moved or set (MOVE, SET)
     # Optimizers stepped on the way to every jump here (`step(); if done: break` jumps only
     # after the step, so it skips none of that optimizer's updates).
@@ -85,12 +87,15 @@ class Summary:
     @property
     def empty(self) -> bool:
         """Nothing in it changes the dataflow: it can be left out of the graph."""
-        return not (self.steps or self.clears or self.backward or self.jumps or self.maybe_clear or self.moves)
+        return not (self.steps or self.clears or self.backward or self.jumps or self.maybe_clear or self.moves
+                    or self.parts)
 
     def add(self, other: Summary, jumps: bool = True) -> None:
         self.steps |= other.steps
         for target, site in other.clears.items():
             self.clears.setdefault(target, site)
+        for target, part in other.parts.items():
+            self.parts.setdefault(target, part)
         self.backward |= other.backward
         self.jumps |= other.jumps and jumps
         self.continues |= other.continues and jumps
@@ -128,6 +133,8 @@ def summarize(node: Node, cache: dict[int, Summary], of_call: CallSummary) -> Su
             result.backward = True
         elif node.kind is Kind.STEP and node.target:
             result.steps.add(node.target)
+        elif node.kind is Kind.CLEAR and node.target and node.sets is not None:
+            result.parts[node.target] = ((node.site,), ", ".join(sorted(node.keeps)))
         elif node.kind is Kind.CLEAR and node.target:
             result.clears[node.target] = (node.site,)
         elif node.kind is Kind.MAYBE_CLEAR:

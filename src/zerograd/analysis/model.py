@@ -40,6 +40,10 @@ class Event:
     zeroes: bool = False  # a clear that zeroes in place (set_to_none=False, p.grad.zero_())
     reach: Optional[Reach] = None  # a BACKWARD's loss, where two or more optimizers hold modules
     phase: int = 0  # MOVE: by how much; SET: to which value (target: the counter)
+    # CLEAR of a module that holds only some of its target's parameter sets: the sets it reaches,
+    # and the target's other sets, which keep their gradients.
+    sets: Optional[frozenset[str]] = None
+    keeps: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

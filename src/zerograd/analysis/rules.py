@@ -78,12 +78,13 @@ _CODE_OF_VERDICT = {
     "frequency_mismatch": "ZG003",
     "skipped_clear": "ZG004",
     "partially_cleared": "ZG001",
+    "part_cleared": "ZG001",
     "contaminated": "ZG006",
 }
 
 
 def code_for(verdict: Verdict, in_step_function: bool) -> str:
-    if verdict.kind in ("never_cleared", "partially_cleared") and in_step_function:
+    if verdict.kind in ("never_cleared", "partially_cleared", "part_cleared") and in_step_function:
         return "ZG005"
     return _CODE_OF_VERDICT[verdict.kind]
 
@@ -95,13 +96,15 @@ _VARIANTS = {
     "({o}.zero_grad(set_to_none=True)) or skip the step",
     "partially_cleared": "gradients of '{o}' are never cleared in this loop: the .grad write at line {line} "
     "clears one parameter only; call {o}.zero_grad() before backward() or after step()",
+    "part_cleared": "gradients of '{o}' are never wholly cleared in this loop: the clear at line {line} leaves "
+    "those of {other}, which '{o}' also holds; call {o}.zero_grad() before backward() or after step()",
     "hook_never_cleared": "gradients of '{o}' are never cleared: the framework steps it every batch but this "
     "override of its zero_grad hook never clears it; call {o}.zero_grad() in it",
 }
 
 
 def message(code: str, optimizer: str, kind: str = "", line: int = 0, other: str = "", loss: str = "") -> str:
-    if code == "ZG005" and kind == "partially_cleared":
+    if code == "ZG005" and kind in ("partially_cleared", "part_cleared"):
         kind = ""
     return _VARIANTS.get(kind, RULES[code].message).format(o=optimizer, line=line, other=other, loss=loss)
 

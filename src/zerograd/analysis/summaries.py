@@ -73,6 +73,10 @@ class Analyzer:
             key = outward(target, call, callee)
             if key is not None:
                 out.clears.setdefault(key, (call.site,) + chain)
+        for target, (chain, keeps) in inner.parts.items():
+            key = outward(target, call, callee)
+            if key is not None:
+                out.parts.setdefault(key, ((call.site,) + chain, keeps))
         return out
 
     def callee(self, call: Call, funcs: Funcs) -> Optional[int]:
@@ -185,7 +189,8 @@ class Analyzer:
             around = self._around(graph, chain[0])
             has_clear = around is not None and around.may_clear(target, self.program.links_of(fid))
             partial = around.partial if around is not None else None
-            verdicts.extend(judge_step(chain, label, states, target, has_clear, partial))
+            part, keeps = around.parts.get(target, (None, "")) if around is not None else (None, "")
+            verdicts.extend(judge_step(chain, label, states, target, has_clear, partial, part, keeps))
             verdicts.extend(judge_contamination(chain, label, states, target, self.program.links_of(fid)))
         return verdicts
 

@@ -11,6 +11,7 @@ from typing import Optional
 
 import libcst as cst
 
+from ..analysis.keys import within
 from ..analysis.model import Call, Event, Kind, Loop, Node, Seq, children
 from ..knowledge.frameworks import clears_all
 from .calls import Calls, Context, Owner
@@ -23,7 +24,7 @@ class Clears(Calls):
     `expression_events`)."""
 
     def event(self, kind: Kind, node: cst.CSTNode, ctx: Context, target: Optional[str] = None, label: str = "",
-              zeroes: bool = False) -> Node:
+              zeroes: bool = False, sets: Optional[frozenset[str]] = None, keeps: frozenset[str] = frozenset()) -> Node:
         raise NotImplementedError
 
     def expression_events(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
@@ -122,9 +123,19 @@ class Clears(Calls):
         if framework is not None and module is not None and clears_all(framework, module):
             return [self.event(Kind.CLEAR, node, ungated, framework.optimizer, zeroes=zeroes)]
         linked = self.info.table.optimizers_of_module(module) if module is not None else []
-        if not linked:
+        if module is None or not linked:
             return [self.event(Kind.MAYBE_CLEAR, node, ungated, module)]
-        return [self.event(Kind.CLEAR, node, ungated, target, zeroes=zeroes) for target in linked]
+        return [self._part_clear(node, ungated, target, module, zeroes) for target in linked]
+
+    def _part_clear(self, node: cst.CSTNode, ctx: Context, target: str, module: str, zeroes: bool) -> Node:
+        """A module's clear of an optimizer that also holds other modules' parameters clears only
+        that module's: when every construction the optimizer may come from here agrees on the
+        modules it holds (two readings: the relation is unknown, and it counts as a whole clear)."""
+        built = self.info.table.constructions(id(ctx.function) if ctx.function is not None else 0, target)
+        keeps = {m for m in next(iter(built)) if not within(m, module)} if len(built) == 1 else set()
+        if not keeps:
+            return self.event(Kind.CLEAR, node, ctx, target, zeroes=zeroes)
+        return self.event(Kind.CLEAR, node, ctx, target, zeroes=zeroes, sets=frozenset({module}), keeps=frozenset(keeps))
 
     def _owner_of(self, iterator: cst.BaseExpression, ctx: Context) -> Optional[Owner]:
         """Whose parameters `for p in <iterator>` visits: `m.parameters()`, `o.param_groups`,

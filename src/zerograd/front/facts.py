@@ -339,7 +339,10 @@ class Collector:
             # (garage's conjugate gradient): only LBFGS proves a leak between evaluations.
             if qualified.rsplit(".", 1)[-1] == "LBFGS":
                 table.multiple_evaluations.add(key)
-            table.links.setdefault(key, set()).update(parameters_owners(value))
+            owners = parameters_owners(value)
+            table.links.setdefault(key, set()).update(owners)
+            if owners:
+                table.builds.setdefault((self._scope(), key), set()).add(frozenset(owners))
         elif is_scaler_callee(qualified):
             table.scalers.add(key)
         elif is_engine_callee(qualified) or qualified.split(".", 1)[0] in NON_TORCH_ROOTS:

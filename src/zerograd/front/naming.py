@@ -12,6 +12,7 @@ from typing import Optional, Union
 import libcst as cst
 
 from ..analysis.keys import rebase, root_of  # noqa: F401  (keys are plain strings)
+from ..knowledge.frameworks import LOSS_BACKWARD
 from .walk import nodes_in
 
 _EMPTY_MODULE = cst.Module(body=[])
@@ -71,6 +72,16 @@ def element_name(target: cst.BaseExpression, iterator: cst.BaseExpression) -> Op
         last = target.elements[1].value
         return last.value if isinstance(last, cst.Name) else None
     return None
+
+
+def loss_of(call: cst.Call, func: cst.Attribute) -> cst.BaseExpression:
+    """What `<receiver>.backward(...)` or `.manual_backward(loss)` backpropagates: the receiver
+    itself (`loss.backward()`), or the first argument of an accelerator's or Fabric's backward."""
+    receiver = (dotted(func.value) or "").rsplit(".", 1)[-1].lower()
+    takes_loss = func.attr.value == "manual_backward" or receiver.endswith(LOSS_BACKWARD)
+    if takes_loss and call.args and call.args[0].keyword is None and not call.args[0].star:
+        return call.args[0].value
+    return func.value
 
 
 def dotted(node: cst.BaseExpression) -> Optional[str]:

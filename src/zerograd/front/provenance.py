@@ -20,7 +20,7 @@ import libcst as cst
 
 from ..analysis.keys import related, root_of, within
 from ..analysis.model import Reach
-from .naming import block_of, dotted, receiver_key, suites
+from .naming import block_of, dotted, loss_of, receiver_key, suites
 
 CLEAN = Reach(frozenset(), frozenset(), False)
 OPAQUE = Reach(frozenset(), frozenset(), True)
@@ -120,8 +120,7 @@ class Tracer:
             func = call.func
             name = func.attr.value if isinstance(func, cst.Attribute) else dotted(func) or ""
             if isinstance(func, cst.Attribute) and name in ("backward", "manual_backward"):
-                loss = func.value if name == "backward" or not call.args else call.args[0].value
-                self.found[id(call)] = self._unfrozen(self.value(loss))
+                self.found[id(call)] = self._unfrozen(self.value(loss_of(call, func)))
             elif name.endswith("autograd.backward") and call.args:
                 self.found[id(call)] = self._unfrozen(self.value(call.args[0].value))
             elif isinstance(func, cst.Attribute) and name == "requires_grad_":

@@ -37,6 +37,7 @@ from .naming import (
     collection_key,
     dotted,
     element_name,
+    loss_of,
     text_of,
 )
 from .provenance import NO_GRAD, trace
@@ -275,8 +276,8 @@ class Builder(Receivers):
         return [*items, *self.block(block_of(node.body), ctx).items]
 
     def event(self, kind: Kind, node: cst.CSTNode, ctx: Context, target: Optional[str] = None, label: str = "",
-              zeroes: bool = False) -> Node:
-        event = Event(kind, self.sites.site(node), target, label or target or "", zeroes)
+              zeroes: bool = False, sets: Optional[frozenset[str]] = None, keeps: frozenset[str] = frozenset()) -> Node:
+        event = Event(kind, self.sites.site(node), target, label or target or "", zeroes, sets=sets, keeps=keeps)
         if ctx.gate is not None and kind in (Kind.STEP, Kind.CLEAR):
             return Branch((Seq((event,)), Seq()), ctx.gate)
         return event
@@ -338,8 +339,7 @@ class Builder(Receivers):
             foreign = self.info.table.foreign
             if foreign and isinstance(func.value, (cst.Name, cst.Attribute)) and self.key(func.value, ctx) in foreign:
                 return []  # a Warp or TensorFlow tape
-            loss = call.args[0].value if name == "manual_backward" and call.args else func.value
-            return [self._backward(call, loss)]
+            return [self._backward(call, loss_of(call, func))]
         if name in ("zero_grad", "clear_grad", "clear_gradients"):  # Paddle says clear_grad
             zeroes = any(a.keyword is not None and a.keyword.value == "set_to_none" and text_of(a.value) == "False"
                          for a in call.args)

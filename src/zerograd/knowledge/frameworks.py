@@ -202,6 +202,12 @@ IGNITE = Framework(
 # the backward). Its code is reserved. scopes.py gates STEP and CLEAR inside such a block by this
 # condition (rules.md section 4).
 ACCELERATE_BLOCK, ACCELERATE_SYNC = "accumulate", "sync_gradients"
+# Receivers whose `backward(loss, ...)` backpropagates its first argument: accelerate's
+# `Accelerator.backward(loss, **kwargs)`, Lightning Fabric's `Fabric.backward(tensor, *args,
+# model=None, **kwargs)` (both from their published API references) and PyTorch's
+# `torch.autograd.backward(tensors, ...)`; a tensor's own `backward(gradient)` takes the gradient
+# there instead. By the receiver's last name.
+LOSS_BACKWARD = ("accelerator", "fabric", "autograd")
 
 HOOKS = frozenset(s.hook for f in FRAMEWORKS for s in f.order if s.hook)
 # The keywords that set a framework's accumulation (relevance.py keeps the bodies that use one).

@@ -119,6 +119,9 @@ class OptimizerTable:
     engines: set[str] = field(default_factory=set)  # receivers assigned a non-optimizer
     scalers: set[str] = field(default_factory=set)  # receivers assigned a GradScaler
     links: dict[str, set[str]] = field(default_factory=dict)  # optimizer -> modules it was built from
+    # Each construction's modules, by the scope that builds it (id of its function, 0: the module
+    # body): which sets an optimizer holds where one name is built over different modules.
+    builds: dict[tuple[int, str], set[frozenset[str]]] = field(default_factory=dict)
     multiple_evaluations: set[str] = field(default_factory=set)  # LBFGS: evaluates a closure many times
     foreign: set[str] = field(default_factory=set)  # tapes of other autograd systems
 
@@ -152,6 +155,13 @@ class OptimizerTable:
 
     def is_scaler(self, receiver: str) -> bool:
         return receiver in self.scalers or "scaler" in last_segment(receiver).lower()
+
+    def constructions(self, scope: int, key: str) -> set[frozenset[str]]:
+        """The module sets `key` may hold in `scope`: built there, else anywhere in the module."""
+        here = self.builds.get((scope, key))
+        if here:
+            return here
+        return {modules for (_, built), sets in self.builds.items() if built == key for modules in sets}
 
     def optimizers_of_module(self, module: str) -> list[str]:
         """Optimizers whose parameters all lie in `module` (built from it or from a part of it)."""
