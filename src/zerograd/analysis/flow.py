@@ -80,7 +80,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind is Kind.CLEAR and event.target == target and event.sets is not None:
         return s._replace(held=_part_cleared(s.held, event.sets, event.keeps))
     if kind is Kind.CLEAR and event.target is not None and covers(event.target, target):
-        return _cleared(s, (event.site,), event.zeroes)
+        return _cleared(s, (event.site,), event.zeroes, event.restarts)
     if kind is Kind.CLEAR and event.target is not None and shares(event.target, target, links):
         # Another optimizer over some of the same parameters, or a holder of this one (a container
         # of optimizers): a possible clear of this one.
@@ -122,7 +122,7 @@ def _reapplied(held: Held) -> Held:
     return held | {(part, True) for part, applied in held if not applied}
 
 
-def _cleared(s: State, chain: Chain, zeroes: bool = False) -> State:
+def _cleared(s: State, chain: Chain, zeroes: bool = False, restarts: bool = False) -> State:
     # Accumulated gradients count too: with no backward before the step, the clear threw away the
     # window the step was for (ZG002, which says it better than ZG003).
     discard = chain if s.pending and s.guard in (NO_GUARD, ACCUM_GUARD) else s.discard
@@ -133,7 +133,7 @@ def _cleared(s: State, chain: Chain, zeroes: bool = False) -> State:
     # a later clear of pending gradients makes the earlier wipe moot.
     wiped = s.wiped
     if s.pending:
-        wiped = chain if s.guard == ACCUM_GUARD else None
+        wiped = chain if s.guard == ACCUM_GUARD and not restarts else None
     return s._replace(held=EMPTY, guard=NO_GUARD, discard=discard, skip=None,
                       foreign=False, wiped=wiped, counter=None, zeroed=zeroed, window=frozenset())
 

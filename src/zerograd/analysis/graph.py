@@ -298,7 +298,10 @@ class Graph:
         def to_head(n: int) -> None:
             self.edge(n, head, back)
 
-        broken = ExitEffect(frozenset(), micro=False)  # `break`
+        # A `break` leaves as the loop's end does, for the optimizers the body never steps (what
+        # another optimizer's inner loop backpropagated is no window of theirs left open); its
+        # counter does not restart with it.
+        broken = ExitEffect(frozenset(), micro, back.steps)
         returned: list[int] = []
 
         def ret(n: int) -> None:

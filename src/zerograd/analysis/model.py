@@ -44,6 +44,7 @@ class Event:
     # and the target's other sets, which keep their gradients.
     sets: Optional[frozenset[str]] = None
     keeps: frozenset[str] = frozenset()
+    restarts: bool = False  # a CLEAR beside a reset of a counter: the accumulation window restarts
 
 
 @dataclass(frozen=True)

@@ -157,18 +157,25 @@ class Clears(Calls):
         parameters of unknown origin (`for p in params: if p.grad is not None: p.grad.zero_()`,
         improved-diffusion's helper) it is one possible clear: a parameter without a gradient
         has nothing to clear, so its `if` skips nothing."""
-        if owner is None and not any(grad_written(s) for s in statements_of(block_of(node.body))):
+        writes = [w for w in map(grad_written, statements_of(block_of(node.body))) if w is not None]
+        if owner is None and not writes:
             return None
         body = self.block(block_of(node.body), ctx)
-        kinds = {e.kind for e in _events_in(body)}
-        if Kind.CLEAR not in kinds and Kind.MAYBE_CLEAR not in kinds or kinds - {Kind.CLEAR, Kind.MAYBE_CLEAR}:
+        events = _events_in(body)
+        kinds = {e.kind for e in events}
+        # Writes that replace each gradient (`p.grad.fill_(1.0)`, `p.grad.copy_(g)`) clear, then
+        # put one new gradient in every parameter: one clear and one contribution (rules.md v3).
+        replaces = Kind.BACKWARD in kinds and all(w.clears for w in writes) and (
+            sum(e.kind is Kind.BACKWARD for e in events) == sum(w.adds for w in writes))
+        if Kind.CLEAR not in kinds and Kind.MAYBE_CLEAR not in kinds or kinds - {Kind.CLEAR, Kind.MAYBE_CLEAR, Kind.BACKWARD}:
             return None
-        if any(isinstance(n, (Call, Loop)) for n in _nodes_in(body)):
+        if Kind.BACKWARD in kinds and not replaces or any(isinstance(n, (Call, Loop)) for n in _nodes_in(body)):
             return None
-        zeroes = any(e.zeroes for e in _events_in(body))
+        zeroes = any(e.zeroes for e in events)
+        added = [self.event(Kind.BACKWARD, node, ctx)] if replaces else []
         if owner is None:
-            return [self.event(Kind.MAYBE_CLEAR, node, replace(ctx, gate=None))] if kinds == {Kind.MAYBE_CLEAR} else None
-        return self._owner_clear(node, owner, ctx, zeroes)
+            return [self.event(Kind.MAYBE_CLEAR, node, replace(ctx, gate=None)), *added] if Kind.CLEAR not in kinds else None
+        return [*self._owner_clear(node, owner, ctx, zeroes), *added]
 
     def _owner_clear(self, node: cst.CSTNode, owner: Owner, ctx: Context, zeroes: bool = False) -> list[Node]:
         kind, key = owner

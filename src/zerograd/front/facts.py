@@ -64,6 +64,7 @@ class FunctionFacts:
     partials: dict[str, cst.Call] = field(default_factory=dict)  # `step = partial(f, model, opt)`
     nested: dict[str, cst.FunctionDef] = field(default_factory=dict)  # defs in its body
     parent: Optional[cst.FunctionDef] = None  # the enclosing function (lexical scope)
+    increments: set[str] = field(default_factory=set)  # local names it adds to (`micro += 1`)
     cls: Optional[ClassInfo] = None  # the class it is a method of
 
 
@@ -239,6 +240,8 @@ class Collector:
                 self.facts.events = True  # `p.grad = None`
         elif isinstance(node, cst.AugAssign):
             self.info.counters.record(node, [node.target], None, self.function)
+            if isinstance(node.target, cst.Name):
+                self.facts.increments.add(node.target.value)
         for call in self.info.calls_of(node):
             self.call(call)
 

@@ -97,7 +97,19 @@ class Builder(Receivers):
         items: list[Node] = []
         for statement in body:
             items.extend(self.statement(statement, ctx))
+        if any(isinstance(i, Event) and i.kind is Kind.CLEAR for i in items) and self._resets(body, ctx):
+            # A clear beside `micro = 0` (a NaN or out-of-memory recovery): the window restarts
+            # on purpose, nothing accumulated is lost by mistake (rules.md v3, intended discards).
+            items = [replace(i, restarts=True) if isinstance(i, Event) and i.kind is Kind.CLEAR else i for i in items]
         return Seq(tuple(items))
+
+    def _resets(self, body: Sequence[cst.CSTNode], ctx: Context) -> bool:
+        """Some statement of `body` sets to an int literal a name the function increments."""
+        counters = self._facts(ctx).increments
+        return bool(counters) and any(
+            isinstance(small, cst.Assign) and isinstance(small.value, cst.Integer)
+            and any(isinstance(t.target, cst.Name) and t.target.value in counters for t in small.targets)
+            for statement in body if isinstance(statement, cst.SimpleStatementLine) for small in statement.body)
 
     def statement(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
         if isinstance(node, cst.BaseSmallStatement):  # in a one-line suite: `if x: a; b`
