@@ -81,7 +81,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         return s._replace(held=_part_cleared(s.held, event.sets, event.keeps))
     if kind is Kind.CLEAR and event.target is not None and covers(event.target, target):
         return _cleared(s, (event.site,), event.zeroes, event.restarts)
-    if kind is Kind.CLEAR and event.target is not None and shares(event.target, target, links):
+    if kind is Kind.CLEAR and event.target is not None and target not in event.spares and shares(event.target, target, links):
         # Another optimizer over some of the same parameters, or a holder of this one (a container
         # of optimizers): a possible clear of this one.
         return s._replace(held=EMPTY, guard=NO_GUARD, discard=None, skip=None, foreign=False, window=frozenset())

@@ -73,6 +73,7 @@ class Summary:
     returns: bool = False  # a `return` (accumulation's in a method that an object's counter gates)
     maybe: set[Optional[str]] = field(default_factory=set)  # modules cleared with no known link
     partial: Optional[Chain] = None  # a write of one named parameter's .grad
+    spares: set[str] = field(default_factory=set)  # inner optimizers a custom optimizer's clear misses
     # target -> the first clear of only some of its sets, and the sets that clear leaves
     parts: dict[str, tuple[Chain, str]] = field(default_factory=dict)
     moves: set[str] = field(default_factory=set)  # wrapping counters moved or set (MOVE, SET)
@@ -96,6 +97,7 @@ class Summary:
             self.clears.setdefault(target, site)
         for target, part in other.parts.items():
             self.parts.setdefault(target, part)
+        self.spares |= other.spares
         self.backward |= other.backward
         self.jumps |= other.jumps and jumps
         self.continues |= other.continues and jumps
@@ -111,7 +113,7 @@ class Summary:
     def may_clear(self, target: str, links: dict[str, frozenset[str]]) -> bool:
         """Some clear here may clear `target` (its own, or a module's that may hold it)."""
         return (self.clear_of(target) is not None or any(not unrelated(m, target, links) for m in self.maybe)
-                or any(shares(other, target, links) for other in self.clears))
+                or (target not in self.spares and any(shares(other, target, links) for other in self.clears)))
 
     def clear_of(self, target: str) -> Optional[Chain]:
         for cleared, chain in self.clears.items():
@@ -137,6 +139,7 @@ def summarize(node: Node, cache: dict[int, Summary], of_call: CallSummary) -> Su
             result.parts[node.target] = ((node.site,), ", ".join(sorted(node.keeps)))
         elif node.kind is Kind.CLEAR and node.target:
             result.clears[node.target] = (node.site,)
+            result.spares |= node.spares
         elif node.kind is Kind.MAYBE_CLEAR:
             result.maybe.add(node.target)
         elif node.kind is Kind.PARTIAL:

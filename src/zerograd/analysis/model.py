@@ -45,6 +45,9 @@ class Event:
     sets: Optional[frozenset[str]] = None
     keeps: frozenset[str] = frozenset()
     restarts: bool = False  # a CLEAR beside a reset of a counter: the accumulation window restarts
+    # A custom optimizer's inherited clear: the inner optimizers it holds over other parameters,
+    # which that clear does not reach (keys as `target.inner`).
+    spares: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ class Analyzer:
             key = outward(target, call, callee)
             if key is not None:
                 out.clears.setdefault(key, (call.site,) + chain)
+        out.spares = {k for k in (outward(t, call, callee) for t in inner.spares) if k is not None}
         for target, (chain, keeps) in inner.parts.items():
             key = outward(target, call, callee)
             if key is not None:

@@ -18,7 +18,7 @@ import libcst as cst
 
 from ..analysis.model import Call, Event, Kind, Node, Test
 from ..knowledge.frameworks import Framework
-from ..knowledge.optimizers import CLEARING_FUNCTIONS
+from ..knowledge.optimizers import CLEARING_FUNCTIONS, is_optimizer_callee
 from .facts import ClassInfo, FunctionFacts, ModuleInfo
 from .naming import dotted
 from .sites import Sites
@@ -228,6 +228,23 @@ class Calls:
             method = self.info.method(cls, func.attr.value)
             return (method, receiver) if method is not None else None
         return None
+
+    def optimizer_class(self, cls: Optional[ClassInfo]) -> bool:
+        """A class of ours that derives from a torch optimizer (a custom optimizer)."""
+        return cls is not None and any(is_optimizer_callee(self.info.qualify_name(base)) for base in cls.bases)
+
+    def custom_method(self, call: cst.Call, node: cst.BaseExpression, name: str, ctx: Context) -> Optional[Call]:
+        """A custom optimizer's own `step`/`zero_grad` (rules.md v3 section 4): applied through
+        its summary, so what it clears, steps or delegates is seen."""
+        if not isinstance(node, (cst.Name, cst.Attribute, cst.Subscript)):
+            return None
+        receiver = self.key(node, ctx)
+        cls = self._instance_class(receiver, ctx)
+        method = self.info.method(cls, name) if cls is not None and self.optimizer_class(cls) else None
+        if method is None or id(method) not in self.index:
+            return None
+        self.called.add(id(method))
+        return self._call_node(call, method, receiver, ctx)
 
     def _instance_class(self, receiver: str, ctx: Context) -> Optional[ClassInfo]:
         built = self._instance(receiver, ctx)

@@ -17,6 +17,7 @@ from ..knowledge.frameworks import clears_all
 from .calls import Calls, Context, Owner
 from .grads import grad_written
 from .naming import block_of, statements_of, text_of
+from .walk import nodes_in
 
 
 class Clears(Calls):
@@ -24,7 +25,8 @@ class Clears(Calls):
     `expression_events`)."""
 
     def event(self, kind: Kind, node: cst.CSTNode, ctx: Context, target: Optional[str] = None, label: str = "",
-              zeroes: bool = False, sets: Optional[frozenset[str]] = None, keeps: frozenset[str] = frozenset()) -> Node:
+              zeroes: bool = False, sets: Optional[frozenset[str]] = None, keeps: frozenset[str] = frozenset(),
+              spares: frozenset[str] = frozenset()) -> Node:
         raise NotImplementedError
 
     def expression_events(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
@@ -72,7 +74,8 @@ class Clears(Calls):
             once = receiver not in table.multiple_evaluations
             items.append(closure if once else Loop(closure, self.sites.site(call), collection=True, closure=True))
         items.append(self.event(Kind.STEP, call, ctx, receiver, text_of(node)))
-        return items
+        own = self.custom_method(call, node, "step", ctx) if delegate is None else None
+        return [*items, own] if own is not None else items
 
     def _delegate(self, call: cst.Call, receiver: str, ctx: Context) -> Optional[cst.BaseExpression]:
         """The optimizer a helper object steps or clears for its caller: `distributed.step(opt)`,
@@ -113,6 +116,14 @@ class Clears(Calls):
             # the class's own methods make `self` look like (a `step()` of its own).
             return self._module_clear(node, receiver, ctx, zeroes)
         if self.is_optimizer(receiver, ctx):
+            cls = self._instance_class(receiver, ctx)
+            custom = cls is not None and self.optimizer_class(cls)
+            if custom and cls is not None and isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                # A custom optimizer clears its own groups (and what an override of its own does).
+                own = self.custom_method(node, node.func.value, "zero_grad", ctx)
+                spares = frozenset(f"{receiver}.{name}" for name in disjoint_inner(self.info.method(cls, "__init__")))
+                clear = self.event(Kind.CLEAR, node, ctx, receiver, zeroes=zeroes, spares=spares)
+                return [clear, own] if own is not None else [clear]
             return [self.event(Kind.CLEAR, node, ctx, receiver, zeroes=zeroes)]
         return self._module_clear(node, receiver, ctx, zeroes)
 
@@ -200,6 +211,25 @@ class Clears(Calls):
         cleared = self._owner_clear(node, owner, ctx, written.zeroes) if owner is not None else [
             self.event(Kind.MAYBE_CLEAR, node, replace(ctx, gate=None))]
         return cleared + gradient
+
+
+def disjoint_inner(init: Optional[cst.FunctionDef]) -> list[str]:
+    """The inner optimizers (`self.inner`) a custom optimizer's `__init__` builds over another of
+    its arguments than the one it hands `super().__init__` (a composite's other parameters): its
+    inherited zero_grad() never reaches them. Built over the same argument (KFAC's), or over
+    anything else, they may share its parameters."""
+    if init is None:
+        return []
+    params = {p.name.value for p in init.params.params}
+    own, inner = None, {}
+    for node in nodes_in(init.body):
+        if isinstance(node, cst.Call) and text_of(node.func) == "super().__init__" and node.args:
+            own = text_of(node.args[0].value)
+        elif (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call)
+              and node.value.args and text_of(node.targets[0].target).startswith("self.")):
+            inner[text_of(node.targets[0].target)[5:]] = text_of(node.value.args[0].value)
+    return sorted(name for name, argument in inner.items()
+                  if own in params and argument in params and argument != own and "." not in name)
 
 
 def _events_in(node: Node) -> list[Event]:

@@ -288,8 +288,10 @@ class Builder(Receivers):
         return [*items, *self.block(block_of(node.body), ctx).items]
 
     def event(self, kind: Kind, node: cst.CSTNode, ctx: Context, target: Optional[str] = None, label: str = "",
-              zeroes: bool = False, sets: Optional[frozenset[str]] = None, keeps: frozenset[str] = frozenset()) -> Node:
-        event = Event(kind, self.sites.site(node), target, label or target or "", zeroes, sets=sets, keeps=keeps)
+              zeroes: bool = False, sets: Optional[frozenset[str]] = None, keeps: frozenset[str] = frozenset(),
+              spares: frozenset[str] = frozenset()) -> Node:
+        event = Event(kind, self.sites.site(node), target, label or target or "", zeroes, sets=sets, keeps=keeps,
+                      spares=spares)
         if ctx.gate is not None and kind in (Kind.STEP, Kind.CLEAR):
             return Branch((Seq((event,)), Seq()), ctx.gate)
         return event
@@ -299,6 +301,8 @@ class Builder(Receivers):
         return Event(Kind.BACKWARD, self.sites.site(call), label=text_of(loss), reach=self.reaches.get(id(call)))
 
     def is_optimizer(self, receiver: str, ctx: Context) -> bool:
+        if receiver == "self" and self.optimizer_class(ctx.cls):
+            return True  # in a custom optimizer's methods (`self.param_groups`)
         if ctx.function is not None and (id(ctx.function), receiver) in self.optimizer_params:
             return not self.info.table.is_excluded(receiver, True)  # evidence from the callers
         found = self.info.table.is_optimizer(receiver, receiver in ctx.evidence)
