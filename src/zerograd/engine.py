@@ -228,7 +228,7 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
 def _family(kind: str) -> str:
     """Leaks are one family: whether the caller's scope has a clear elsewhere (ZG004 rather than
     ZG001) does not make a leak the callee shows on its own the caller's."""
-    return "leak" if kind in ("never_cleared", "skipped_clear", "partially_cleared", "part_cleared") else kind
+    return "leak" if kind in ("never_cleared", "skipped_clear", "partially_cleared", "part_cleared", "leaked_in") else kind
 
 
 def _syntax_error(source: str, reason: str, line: int, col: int) -> Finding:

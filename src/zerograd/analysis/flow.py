@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
-from .graph import ArmEffect, BackEffect, Chain, ExitEffect, RaiseEffect, covers, shares, unrelated
+from .graph import ArmEffect, BackEffect, Chain, EnterEffect, ExitEffect, RaiseEffect, covers, shares, unrelated
 from .keys import FLAG, INVARIANT, counter_of, related, within
 from .model import Event, Kind, Reach, Test
 
@@ -22,7 +22,10 @@ MAX_RESIDUE = 2  # modular facts further from the current phase than this are fo
 OUT = -1  # first link of a chain that leads out of a callee, back into its caller
 
 
-Held = frozenset[tuple[str, bool]]  # (a parameter set of the optimizer, applied by its step)
+# (a parameter set of the optimizer, applied by its step, where the gradients come from: HERE in
+# the loop being run, BEFORE it (LEAK), or DOUBTFUL: a possible clear may have removed them)
+Held = frozenset[tuple[str, bool, int]]
+HERE, BEFORE, DOUBTFUL = 0, 1, 2
 ALL = "*"  # the one set of an optimizer whose modules are not known
 
 
@@ -45,12 +48,18 @@ class State(NamedTuple):
     @property
     def stale(self) -> bool:
         """Gradients a step already applied are still in some set."""
-        return any(applied for _, applied in self.held)
+        return any(applied for _, applied, _ in self.held)
 
     @property
     def pending(self) -> bool:
         """A backward added gradients to some set that no step has applied yet."""
-        return any(not applied for _, applied in self.held)
+        return any(not applied for _, applied, _ in self.held)
+
+    @property
+    def leaks(self) -> bool:
+        """Gradients made before the loop and gradients of this iteration, none applied yet."""
+        return any(origin == BEFORE and not applied for _, applied, origin in self.held) and any(
+            origin == HERE and not applied for _, applied, origin in self.held)
 
 
 START = State(frozenset(), NO_GUARD, None, None, frozenset())
@@ -66,7 +75,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind is Kind.BACKWARD:
         # The guard survives: another loss's backward (a GAN's) does not undo a skipped step.
         window = s.window | {(event, "")} if event.reach is not None else s.window
-        held = s.held | {(ALL, False)}
+        held = s.held | {(ALL, False, HERE)}
         return s._replace(held=held, discard=None, foreign=False, zeroed=None, window=window)
     if s.window and kind is Kind.STEP and event.target is not None:
         s = s._replace(window=stepped(s.window, SELF if event.target == target else event.target))
@@ -85,6 +94,11 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         # Another optimizer over some of the same parameters, or a holder of this one (a container
         # of optimizers): a possible clear of this one.
         return s._replace(held=EMPTY, guard=NO_GUARD, discard=None, skip=None, foreign=False, window=frozenset())
+    if kind is Kind.CLEAR and event.target is not None and not _disjoint(event.target, target, links):
+        # Another optimizer that may hold some of the same parameters (`optim` and
+        # `self.optimizer` over one model, built apart): a possible clear of what came from
+        # before the loop, which proves no leak.
+        return s._replace(held=frozenset((p, a, DOUBTFUL if not a else o) for p, a, o in s.held))
     if kind in (Kind.MOVE, Kind.SET) and event.target is not None:
         return s._replace(facts=_counted(s.facts, event, kind is Kind.SET))
     if kind is Kind.BUILD and event.target == target:
@@ -95,21 +109,27 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     return s
 
 
+def _disjoint(other: str, target: str, links: dict[str, frozenset[str]]) -> bool:
+    """Two optimizers known to hold modules apart (a GAN's generator and discriminator)."""
+    mine, theirs = links.get(target), links.get(other)
+    return bool(mine) and bool(theirs) and not any(related(m, theirs or frozenset()) for m in mine or ())
+
+
 def _applied(held: Held) -> Held:
     """A step applies every set's gradients (with none yet, the sets it holds start stale: a
     step with nothing to apply still leaves the old gradients the next one must not see)."""
-    return frozenset((part, True) for part in ({c[0] for c in held} or {ALL}))
+    return frozenset((part, True, HERE) for part in ({c[0] for c in held} or {ALL}))
 
 
 def _part_cleared(held: Held, sets: frozenset[str], keeps: frozenset[str]) -> Held:
     """A module's clear that reaches only some of the optimizer's sets: gradients held by all of
     them stay in the others (`keeps`), those of a set it reaches go."""
     out = set()
-    for part, applied in held:
+    for part, applied, origin in held:
         if part == ALL:
-            out |= {(kept, applied) for kept in keeps}
+            out |= {(kept, applied, origin) for kept in keeps}
         elif not any(within(part, m) for m in sets):
-            out.add((part, applied))
+            out.add((part, applied, origin))
     return frozenset(out)
 
 
@@ -119,7 +139,7 @@ def _unapplied(held: Held) -> Held:
 
 def _reapplied(held: Held) -> Held:
     """Gradients a step already used stay for the next one (a closure evaluated again)."""
-    return held | {(part, True) for part, applied in held if not applied}
+    return held | {(part, True, HERE) for part, applied, _ in held if not applied}
 
 
 def _cleared(s: State, chain: Chain, zeroes: bool = False, restarts: bool = False) -> State:
@@ -146,6 +166,12 @@ def stepped(window: frozenset[tuple[Event, str]], by: str) -> frozenset[tuple[Ev
 
 
 def cross(effect: object, s: State, target: str) -> Optional[State]:
+    if isinstance(effect, EnterEffect):
+        if s.guard != NO_GUARD or not s.pending:
+            return s  # a window held back on purpose (accumulation, a partial window) is no leak
+        held = frozenset((part, applied, BEFORE if origin == HERE and not applied else origin)
+                         for part, applied, origin in s.held)
+        return s._replace(held=held)
     if isinstance(effect, ArmEffect):
         return _enter_arm(effect, s, target)
     if isinstance(effect, BackEffect):
@@ -341,6 +367,10 @@ def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_
     found += [Verdict("frequency_mismatch", c, target, label) for c in skipped]
     # Paths that leak without passing a skipped clear: the loop around the step never clears.
     leaking = [s for s in leaking if not s.skip]
+    if not leaking and has_clear and any(s.leaks for s in incoming):
+        # rules.md v3 LEAK: gradients a backward before the loop left reach this step, which
+        # applies them with the loop's own (the loop clears only after its step).
+        found.append(Verdict("leaked_in", chain, target, label))
     if leaking:
         kind = "skipped_clear" if has_clear or any(s.skip == () for s in leaking) else "never_cleared"
         if kind == "never_cleared" and part is not None:

@@ -61,6 +61,11 @@ class RaiseEffect:
     pass
 
 
+@dataclass(frozen=True)
+class EnterEffect:
+    """Entering a loop from before it: what .grad holds then was made outside the loop."""
+
+
 @dataclass
 class Summary:
     """What a piece of IR can do (calls included), used to judge which branch arms matter."""
@@ -292,7 +297,8 @@ class Graph:
         inner = self.summary(node.body)
         # A loop that only clears or steps (`for opt in optimizers: opt.zero_grad()`) runs over a
         # collection that is not empty: it is entered at its body, never skipped.
-        self.edge(at, first if node.collection and (not inner.backward or node.closure) else head)
+        self.edge(at, first if node.collection and (not inner.backward or node.closure) else head,
+                  EnterEffect() if inner.backward and inner.steps else None)
         self.edge(head, first)
         micro = inner.backward and not inner.steps
         back = BackEffect(node.moves | node.targets, micro=micro, closure=node.closure,

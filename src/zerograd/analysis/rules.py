@@ -79,6 +79,7 @@ _CODE_OF_VERDICT = {
     "skipped_clear": "ZG004",
     "partially_cleared": "ZG001",
     "part_cleared": "ZG001",
+    "leaked_in": "ZG001",
     "contaminated": "ZG006",
 }
 
@@ -98,6 +99,8 @@ _VARIANTS = {
     "clears one parameter only; call {o}.zero_grad() before backward() or after step()",
     "part_cleared": "gradients of '{o}' are never wholly cleared in this loop: the clear at line {line} leaves "
     "those of {other}, which '{o}' also holds; call {o}.zero_grad() before backward() or after step()",
+    "leaked_in": "the first {o}.step() of this loop also applies the gradients that a backward() before the "
+    "loop left in .grad; clear '{o}' before the loop or at the top of the loop",
     "hook_never_cleared": "gradients of '{o}' are never cleared: the framework steps it every batch but this "
     "override of its zero_grad hook never clears it; call {o}.zero_grad() in it",
 }
