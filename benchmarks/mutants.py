@@ -329,7 +329,7 @@ def _pairs(scope: str, block: Block, module: Scan) -> Iterator[Pair]:
             clears = [line for line in between if target in line.clears]
             if len(clears) != 1 or not clears[0].movable or not any(clears[0].node is s for s in body):
                 continue  # the one clear between them must be a statement of the body itself
-            if not (clears_first(first, target) and _clears_after_step(second, target)):
+            if not (clears_first(first, target) and clears_after_step(second, target)):
                 continue
             if not (interference(first, module) or interference(second + between, module)):
                 yield Pair(scope, body[i], body[j], clears[0].node, target)  # type: ignore[arg-type]
@@ -349,7 +349,7 @@ def clears_first(lines: list[Line], target: str) -> bool:
     return bool(clears and backwards) and max(clears) < backwards[0]
 
 
-def _clears_after_step(lines: list[Line], target: str) -> bool:
+def clears_after_step(lines: list[Line], target: str) -> bool:
     """The loop backpropagates, steps and only then clears."""
     backwards = [i for i, line in enumerate(lines) if line.backward]
     steps = [i for i, line in enumerate(lines) if target in line.steps]

@@ -20,6 +20,9 @@ Loops:
 - accumulation-clear-before-last-backward: the conditional clear moves, under a copy of its
   condition, to just before the statement of the first backward: the accumulated gradients are
   wiped before the step that should apply them (ZG003)
+- backward-before-loop: in a loop that clears only after its step, a copy of the first backward
+  (a statement of the loop body) goes right before the loop: its gradients reach the loop's
+  first step with the loop's own (rules.md v3 LEAK: ZG001)
 Functions (a backward, clear and step outside any loop of their own):
 - function-clear-before-step: the clear moves to just before the step (ZG002)
 - function-delete-clear: a step function (`train_step`, `update`, ... nobody here calls) loses
@@ -63,6 +66,7 @@ from mutants import (
     accumulates,
     apply,
     called_here,
+    clears_after_step,
     clears_first,
     code,
     index_of,
@@ -87,6 +91,7 @@ ROWS: dict[Row, tuple[str, ...]] = {
     ("drop-one-optimizer", "loop"): ("ZG001",),
     ("dedent-step", "loop"): ("ZG003",),
     ("accumulation-clear-before-last-backward", "loop"): ("ZG003",),
+    ("backward-before-loop", "loop"): ("ZG001",),
     ("function-clear-before-step", "function"): ("ZG002",),
     ("function-delete-clear", "function"): ("ZG005",),
     ("two-phase-drop-clear", "function"): ("ZG004", "ZG001"),
@@ -199,6 +204,23 @@ def loop_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
     yield _every_iteration(file, site)
     yield _dedent_step(file, site)
     yield _clear_before_last_backward(file, site)
+    yield _backward_before_loop(file, site)
+
+
+def _backward_before_loop(file: File, site: Site) -> Optional[Mutant]:
+    """The loop's first backward, an unconditional statement of its own body, is copied right
+    before the loop, which clears its target only after the step and nothing else before it."""
+    if not clears_after_step(site.lines, site.target):
+        return None
+    first = next((line for line in site.lines if line.backward), None)
+    if first is None or not first.movable or first.nested or first.conditions:
+        return None
+    if any(line.other_clear for line in site.lines):
+        return None
+    edit = Edit()
+    new = edit.insert(site.node, moved(first.node))
+    return file.mutant("backward-before-loop", "loop", site.node, edit, f"backward before the loop of {site.target}",
+                       [new])
 
 
 def _step_after_backward(site: Site) -> Optional[Line]:

@@ -25,7 +25,7 @@ from ..knowledge.optimizers import (
 )
 from .counters import Counters, int_literal
 from .naming import block_of, dotted, receiver_key, suites
-from .walk import calls_in
+from .walk import calls_in, nodes_in
 
 # Calls that are events, or clear gradients by hand: a function without any (directly or through
 # the functions it calls) is neither built into IR nor summarised.
@@ -65,6 +65,7 @@ class FunctionFacts:
     nested: dict[str, cst.FunctionDef] = field(default_factory=dict)  # defs in its body
     parent: Optional[cst.FunctionDef] = None  # the enclosing function (lexical scope)
     increments: set[str] = field(default_factory=set)  # local names it adds to (`micro += 1`)
+    compared: set[str] = field(default_factory=set)  # local names an `if`/`while` test compares
     cls: Optional[ClassInfo] = None  # the class it is a method of
 
 
@@ -190,6 +191,10 @@ class Collector:
             self.info.class_of[id(node)] = info
             self.statements(block_of(node.body), info)
         else:
+            test = getattr(node, "test", None)
+            if isinstance(test, cst.BaseExpression):
+                self.facts.compared |= {name.value for comparison in nodes_in(test) if isinstance(comparison, cst.Comparison)
+                                        for name in nodes_in(comparison) if isinstance(name, cst.Name)}
             for suite in suites(node):
                 self.statements(block_of(suite), cls)
 

@@ -104,8 +104,10 @@ class Builder(Receivers):
         return Seq(tuple(items))
 
     def _resets(self, body: Sequence[cst.CSTNode], ctx: Context) -> bool:
-        """Some statement of `body` sets to an int literal a name the function increments."""
-        counters = self._facts(ctx).increments
+        """Some statement of `body` sets to an int literal a counter of the function: a name it
+        increments and compares in a test (`micro += 1`, `if micro == accum:`), not a running sum."""
+        facts = self._facts(ctx)
+        counters = facts.increments & facts.compared
         return bool(counters) and any(
             isinstance(small, cst.Assign) and isinstance(small.value, cst.Integer)
             and any(isinstance(t.target, cst.Name) and t.target.value in counters for t in small.targets)
