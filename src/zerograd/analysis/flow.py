@@ -8,6 +8,7 @@ guard skipped a step or a clear. summaries.py runs it and applies calls.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import NamedTuple, Optional
 
 from .graph import ArmEffect, BackEffect, Chain, EnterEffect, ExitEffect, RaiseEffect, covers, shares, unrelated
@@ -48,18 +49,29 @@ class State(NamedTuple):
     @property
     def stale(self) -> bool:
         """Gradients a step already applied are still in some set."""
-        return any(applied for _, applied, _ in self.held)
+        return _read(self.held)[0]
 
     @property
     def pending(self) -> bool:
         """A backward added gradients to some set that no step has applied yet."""
-        return any(not applied for _, applied, _ in self.held)
+        return _read(self.held)[1]
 
     @property
     def leaks(self) -> bool:
         """Gradients made before the loop and gradients of this iteration, none applied yet."""
-        return any(origin == BEFORE and not applied for _, applied, origin in self.held) and any(
-            origin == HERE and not applied for _, applied, origin in self.held)
+        return _read(self.held)[2]
+
+
+# Contents are few and small, states many: what is read off them, and what each event makes of
+# them, is computed once per distinct contents (pure functions of `held`).
+CACHED = 4096
+
+
+@lru_cache(maxsize=CACHED)
+def _read(held: Held) -> tuple[bool, bool, bool]:
+    """(stale, pending, leaks) of some contents."""
+    unapplied = {origin for _, applied, origin in held if not applied}
+    return any(applied for _, applied, _ in held), bool(unapplied), {BEFORE, HERE} <= unapplied
 
 
 START = State(frozenset(), NO_GUARD, None, None, frozenset())
@@ -75,7 +87,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind is Kind.BACKWARD:
         # The guard survives: another loss's backward (a GAN's) does not undo a skipped step.
         window = s.window | {(event, "")} if event.reach is not None else s.window
-        held = s.held | {(ALL, False, HERE)}
+        held = _added(s.held)
         return s._replace(held=held, discard=None, foreign=False, zeroed=None, window=window)
     if s.window and kind is Kind.STEP and event.target is not None:
         s = s._replace(window=stepped(s.window, SELF if event.target == target else event.target))
@@ -98,7 +110,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         # Another optimizer that may hold some of the same parameters (`optim` and
         # `self.optimizer` over one model, built apart): a possible clear of what came from
         # before the loop, which proves no leak.
-        return s._replace(held=frozenset((p, a, DOUBTFUL if not a else o) for p, a, o in s.held))
+        return s._replace(held=_doubted(s.held))
     if kind in (Kind.MOVE, Kind.SET) and event.target is not None:
         return s._replace(facts=_counted(s.facts, event, kind is Kind.SET))
     if kind is Kind.BUILD and event.target == target:
@@ -115,6 +127,17 @@ def _disjoint(other: str, target: str, links: dict[str, frozenset[str]]) -> bool
     return bool(mine) and bool(theirs) and not any(related(m, theirs or frozenset()) for m in mine or ())
 
 
+@lru_cache(maxsize=CACHED)
+def _added(held: Held) -> Held:
+    return held | {(ALL, False, HERE)}
+
+
+@lru_cache(maxsize=CACHED)
+def _doubted(held: Held) -> Held:
+    return frozenset((part, applied, DOUBTFUL if not applied else origin) for part, applied, origin in held)
+
+
+@lru_cache(maxsize=CACHED)
 def _applied(held: Held) -> Held:
     """A step applies every set's gradients (with none yet, the sets it holds start stale: a
     step with nothing to apply still leaves the old gradients the next one must not see)."""
@@ -133,10 +156,12 @@ def _part_cleared(held: Held, sets: frozenset[str], keeps: frozenset[str]) -> He
     return frozenset(out)
 
 
+@lru_cache(maxsize=CACHED)
 def _unapplied(held: Held) -> Held:
     return frozenset(c for c in held if not c[1])
 
 
+@lru_cache(maxsize=CACHED)
 def _reapplied(held: Held) -> Held:
     """Gradients a step already used stay for the next one (a closure evaluated again)."""
     return held | {(part, True, HERE) for part, applied, _ in held if not applied}
