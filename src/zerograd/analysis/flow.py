@@ -115,7 +115,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         return s._replace(facts=_counted(s.facts, event, kind is Kind.SET))
     if kind is Kind.BUILD and event.target == target:
         return s._replace(held=_unapplied(s.held), skip=None, window=frozenset())
-    if kind is Kind.MAYBE_CLEAR and not unrelated(event.target, target, links):
+    if kind is Kind.MAYBE_CLEAR and target not in event.spares and not unrelated(event.target, target, links):
         # A possible clear ends stale gradients but never proves a misplaced clear.
         return s._replace(held=EMPTY, guard=NO_GUARD, discard=None, skip=None, foreign=False, window=frozenset())
     return s
@@ -249,9 +249,9 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
     accumulation = test is not None and test.accumulation
     here = effect.summaries[arm]
     elsewhere = [c for c in (sm.clear_of(target) for sm in effect.summaries) if c is not None]
-    if test is not None and test.invariant and here.clear_of(target) is None and elsewhere:
+    if test is not None and (test.invariant or test.dispatch) and here.clear_of(target) is None and elsewhere:
         # A knob that turns the clear off does so in every iteration: the user's configuration,
-        # not a path that skips it.
+        # not a path that skips it; nor is the fall-through of a dispatch on a parameter's values.
         return s._replace(facts=facts, held=_unapplied(s.held))
     # This choice can skip the step when another arm steps and this one does not, or when this
     # arm jumps away; the latest such guard says why a step was skipped.

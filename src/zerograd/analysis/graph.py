@@ -117,8 +117,12 @@ class Summary:
 
     def may_clear(self, target: str, links: dict[str, frozenset[str]]) -> bool:
         """Some clear here may clear `target` (its own, or a module's that may hold it)."""
-        return (self.clear_of(target) is not None or any(not unrelated(m, target, links) for m in self.maybe)
-                or (target not in self.spares and any(shares(other, target, links) for other in self.clears)))
+        if self.clear_of(target) is not None:
+            return True
+        # `spares`: optimizers these clears are known to miss (a custom optimizer's inner one, an
+        # optimizer linked to a cleared module, whose own clear decides it).
+        return target not in self.spares and (any(not unrelated(m, target, links) for m in self.maybe)
+                                              or any(shares(other, target, links) for other in self.clears))
 
     def clear_of(self, target: str) -> Optional[Chain]:
         for cleared, chain in self.clears.items():
@@ -147,6 +151,7 @@ def summarize(node: Node, cache: dict[int, Summary], of_call: CallSummary) -> Su
             result.spares |= node.spares
         elif node.kind is Kind.MAYBE_CLEAR:
             result.maybe.add(node.target)
+            result.spares |= node.spares
         elif node.kind is Kind.PARTIAL:
             result.partial = (node.site,)
         elif node.kind in (Kind.MOVE, Kind.SET) and node.target:
@@ -275,7 +280,8 @@ class Graph:
             # Tested once: its outcome correlates with nothing (but a knob's, a fact that events
             # set, or a modular test of a counter the caller hands over, `batch_idx` in a hook:
             # the caller's phase).
-            test = Test(test.accumulation, None, invariant=test.invariant, external=test.external, counter=test.counter)
+            test = Test(test.accumulation, None, invariant=test.invariant, external=test.external, counter=test.counter,
+                        dispatch=test.dispatch)
         join = self.node()
         reached = False
         for index, arm in enumerate(node.arms):
@@ -417,8 +423,8 @@ def _tested_twice(body: Seq, cache: dict[int, Summary], of_call: CallSummary) ->
 def unrelated(module: Optional[str], target: str, links: dict[str, frozenset[str]]) -> bool:
     """`teacher.zero_grad()` is no clear of an optimizer known to hold `student`'s parameters."""
     held = links.get(target)
-    if module is None or not held:
-        return False
+    if module is None or not held or "[" in module:
+        return False  # an entry of a collection (`models[*]`) may be any module
     return not any(within(m, module) for m in held)
 
 

@@ -64,6 +64,9 @@ class Test:
     # Its outcome is a path fact that events set (a wrapping counter's phase, a flag's value):
     # remembered even where it is tested once.
     tracked: bool = False
+    # The last test of an `if x == "a": ... elif x == "b": ...` chain on one parameter with no
+    # else: its false arm runs only for values the caller may never pass (unknown, not a path).
+    dispatch: bool = False
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,11 @@ class Clears(Calls):
         linked = self.info.table.optimizers_of_module(module) if module is not None else []
         if module is None or not linked:
             return [self.event(Kind.MAYBE_CLEAR, node, ungated, module)]
-        return [self._part_clear(node, ungated, target, module, zeroes) for target in linked]
+        # The optimizers linked to the module are decided by their clears; any other, whose
+        # parameters are not known (built over a list: transformer-xl's sparse embedding
+        # optimizer), may hold some of the module's: a possible clear of it.
+        possible = self.event(Kind.MAYBE_CLEAR, node, ungated, module, spares=frozenset(linked))
+        return [*(self._part_clear(node, ungated, target, module, zeroes) for target in linked), possible]
 
     def _part_clear(self, node: cst.CSTNode, ctx: Context, target: str, module: str, zeroes: bool) -> Node:
         """A module's clear of an optimizer that also holds other modules' parameters clears only

@@ -185,10 +185,10 @@ class Builder(Receivers):
         methods = {id(method) for c in self.info.lineage(cls) for method in c.methods.values()}
         return [*counters.built(self.sites.site(node), self.key(target, ctx), methods)]
 
-    def _if(self, node: cst.If, ctx: Context) -> list[Node]:
+    def _if(self, node: cst.If, ctx: Context, chain: Optional[str] = None) -> list[Node]:
         body = self.block(block_of(node.body), ctx)
         if isinstance(node.orelse, cst.If):
-            orelse = Seq(tuple(self._if(node.orelse, ctx)))
+            orelse = Seq(tuple(self._if(node.orelse, ctx, _dispatched(node.test, self._facts(ctx).parameters))))
         elif node.orelse is not None:
             orelse = self.block(block_of(node.orelse.body), ctx)
         else:
@@ -197,7 +197,11 @@ class Builder(Receivers):
             return list(body.items)  # e.g. an LBFGS closure's `if torch.is_grad_enabled():`
         if ctx.first is not None and first_turn(node.test) == ctx.first[0]:
             return list((body if ctx.first[1] else orelse).items)  # a peeled loop's `if i == 0:`
-        return [*self.expression_events(node.test, ctx), self._choice(node.test, body, orelse, ctx)]
+        choice = self._choice(node.test, body, orelse, ctx)
+        if node.orelse is None and chain is not None and chain == _dispatched(node.test, self._facts(ctx).parameters):
+            assert isinstance(choice, Branch) and choice.test is not None
+            choice = Branch(choice.arms, replace(choice.test, dispatch=True))
+        return [*self.expression_events(node.test, ctx), choice]
 
     def _choice(self, test: cst.BaseExpression, body: Seq, orelse: Seq, ctx: Context) -> Node:
         """`if a and b:` is `if a: (if b: body else orelse) else orelse`, `or` likewise, so each
@@ -407,3 +411,15 @@ def _records_grad(test: cst.BaseExpression) -> bool:
     while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
         test = test.expression
     return isinstance(test, cst.Attribute) and test.attr.value == "requires_grad"
+
+
+def _dispatched(test: cst.BaseExpression, parameters: set[str]) -> Optional[str]:
+    """The parameter an `x == <literal>` test compares (a dispatch on its values), if any."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1
+            and isinstance(test.comparisons[0].operator, cst.Equal)):
+        return None
+    left, right = test.left, test.comparisons[0].comparator
+    literal = (cst.SimpleString, cst.Integer, cst.Float)
+    if isinstance(left, cst.Name) and left.value in parameters and isinstance(right, literal):
+        return left.value
+    return None
