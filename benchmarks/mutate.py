@@ -20,6 +20,9 @@ Loops:
 - accumulation-clear-before-last-backward: the conditional clear moves, under a copy of its
   condition, to just before the statement of the first backward: the accumulated gradients are
   wiped before the step that should apply them (ZG003)
+- clear-one-module: the optimizer is built over the parameters of several modules (and only so in
+  this file); its clears become the clear of the first of those modules only (ZG001: the others
+  are never cleared)
 - backward-before-loop: in a loop that clears only after its step, a copy of the first backward
   (a statement of the loop body) goes right before the loop: its gradients reach the loop's
   first step with the loop's own (rules.md v3 LEAK: ZG001)
@@ -92,6 +95,7 @@ ROWS: dict[Row, tuple[str, ...]] = {
     ("dedent-step", "loop"): ("ZG003",),
     ("accumulation-clear-before-last-backward", "loop"): ("ZG003",),
     ("backward-before-loop", "loop"): ("ZG001",),
+    ("clear-one-module", "loop"): ("ZG001",),
     ("function-clear-before-step", "function"): ("ZG002",),
     ("function-delete-clear", "function"): ("ZG005",),
     ("two-phase-drop-clear", "function"): ("ZG004", "ZG001"),
@@ -127,6 +131,7 @@ class File:
     positions: Mapping[cst.CSTNode, CodeRange]
     sites: Scan
     flagged: set[int]
+    several: dict[str, list[str]] = field(default_factory=dict)  # optimizer -> the modules it is built over
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         where = self.positions[node]
@@ -161,7 +166,7 @@ def mutants(path: Path, source: str, flagged: set[int]) -> Iterator[Mutant]:
     except (cst.ParserSyntaxError, RecursionError):
         return
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    file = File(path, module, positions, scan(module), flagged)
+    file = File(path, module, positions, scan(module), flagged, _built_over_several(module))
     for site in file.sites.loops:
         if file.clean(site.node):
             yield from _drop_none(loop_mutants(file, site))
@@ -205,6 +210,39 @@ def loop_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
     yield _dedent_step(file, site)
     yield _clear_before_last_backward(file, site)
     yield _backward_before_loop(file, site)
+    yield _clear_one_module(file, site)
+
+
+def _built_over_several(module: cst.Module) -> dict[str, list[str]]:
+    """Optimizers built over the parameters of two or more modules (`Adam(list(enc.parameters()) +
+    list(dec.parameters()))`), when every assignment of the name in the file agrees."""
+    found: dict[str, set[tuple[str, ...]]] = {}
+    for node in _nodes_of(module):
+        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
+            owners = tuple(sorted({code(c.func.value) for c in _nodes_of(node.value) if isinstance(c, cst.Call)
+                                   and isinstance(c.func, cst.Attribute) and c.func.attr.value == "parameters"}))
+            if owners:
+                found.setdefault(code(node.targets[0].target), set()).add(owners)
+    return {name: list(next(iter(sets))) for name, sets in found.items() if len(sets) == 1 and len(next(iter(sets))) > 1}
+
+
+def _nodes_of(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        stack.extend(current.children)
+
+
+def _clear_one_module(file: File, site: Site) -> Optional[Mutant]:
+    """Each clear of the optimizer goes; the first module it is built over is cleared in the first
+    one's place: the optimizer's other modules are never cleared."""
+    modules, clears = file.several.get(site.target), site.clears()
+    if not modules or not clears or any(line.other_clear for line in site.lines):
+        return None
+    edit = Edit({id(line.node) for line in clears})
+    new = edit.insert(clears[0].node, cst.parse_statement(f"{modules[0]}.zero_grad()"))
+    return file.mutant("clear-one-module", "loop", site.node, edit, f"clear {modules[0]} only of {site.target}", [new])
 
 
 def _backward_before_loop(file: File, site: Site) -> Optional[Mutant]:
