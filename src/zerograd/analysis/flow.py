@@ -123,13 +123,20 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
 
 def _disjoint(other: str, target: str, links: dict[str, frozenset[str]]) -> bool:
     """Two optimizers known to hold modules apart (a GAN's generator and discriminator)."""
-    mine, theirs = links.get(target), links.get(other)
-    return bool(mine) and bool(theirs) and not any(related(m, theirs or frozenset()) for m in mine or ())
+    mine, theirs = links.get(target, frozenset()), links.get(other, frozenset())
+    return bool(mine and theirs) and not any(related(m, theirs) for m in mine)
 
 
 @lru_cache(maxsize=CACHED)
 def _added(held: Held) -> Held:
     return held | {(ALL, False, HERE)}
+
+
+@lru_cache(maxsize=CACHED)
+def _entered(held: Held) -> Held:
+    """Entering a loop: what no step has applied yet was made before it."""
+    return frozenset((part, applied, BEFORE if origin == HERE and not applied else origin)
+                     for part, applied, origin in held)
 
 
 @lru_cache(maxsize=CACHED)
@@ -194,9 +201,7 @@ def cross(effect: object, s: State, target: str) -> Optional[State]:
     if isinstance(effect, EnterEffect):
         if s.guard != NO_GUARD or not s.pending:
             return s  # a window held back on purpose (accumulation, a partial window) is no leak
-        held = frozenset((part, applied, BEFORE if origin == HERE and not applied else origin)
-                         for part, applied, origin in s.held)
-        return s._replace(held=held)
+        return s._replace(held=_entered(s.held))
     if isinstance(effect, ArmEffect):
         return _enter_arm(effect, s, target)
     if isinstance(effect, BackEffect):

@@ -117,8 +117,8 @@ class Clears(Calls):
             return self._module_clear(node, receiver, ctx, zeroes)
         if self.is_optimizer(receiver, ctx):
             cls = self._instance_class(receiver, ctx)
-            custom = cls is not None and self.optimizer_class(cls)
-            if custom and cls is not None and isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+            if cls is not None and self.optimizer_class(cls) and isinstance(node, cst.Call) and isinstance(
+                    node.func, cst.Attribute):
                 # A custom optimizer clears its own groups (and what an override of its own does).
                 own = self.custom_method(node, node.func.value, "zero_grad", ctx)
                 spares = frozenset(f"{receiver}.{name}" for name in disjoint_inner(self.info.method(cls, "__init__")))
