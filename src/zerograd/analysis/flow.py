@@ -1,9 +1,14 @@
-"""The dataflow of rules.md section 4: what one event or edge does to a path state, and what
-the states reaching a step say (no LibCST, no codes).
+"""The dataflow of rules.md section 4 (v3): what one event or edge does to what `.grad` holds on a
+path, and what the states reaching a step say (no LibCST, no codes).
 
 For one optimizer at a time, a may-analysis propagates *sets* of path states over a scope's
 graph (graph.py); keeping whole path states instead of one merged bit vector is what tells which
 guard skipped a step or a clear. summaries.py runs it and applies calls.
+
+A path state is the contents of the optimizer's parameter sets (a `Grad` per contribution: which
+backward made it, whether a step applied it, and why it is still there), the last clear that
+removed gradients no step had applied (`Removal`: the oracle's LOST and EMPTY), and what is known
+of the conditions on the way (facts). Everything the verdicts read is read off these.
 """
 
 from __future__ import annotations
@@ -15,51 +20,81 @@ from .graph import ArmEffect, BackEffect, Chain, EnterEffect, ExitEffect, RaiseE
 from .keys import FLAG, INVARIANT, counter_of, related, within
 from .model import Event, Kind, Reach, Test
 
-# Why pending gradients may have skipped a step: nothing, a branch not taken, an accumulation
-# condition, a partial window left by a loop, or a jump (`continue`, `return`) that skipped the
-# rest of the iteration: only the last leaves gradients behind for the next step (ZG004).
+# Why gradients no step applied passed a step of their optimizer: nothing, a branch not taken, an
+# accumulation condition, a partial window left by a loop, or a jump (`continue`, `return`) that
+# skipped the rest of the iteration: only the last leaves gradients behind for the next step (ZG004).
 NO_GUARD, OTHER_GUARD, ACCUM_GUARD, PARTIAL_WINDOW, SKIP_GUARD = 0, 1, 2, 3, 4
 MAX_RESIDUE = 2  # modular facts further from the current phase than this are forgotten
 OUT = -1  # first link of a chain that leads out of a callee, back into its caller
-
-
-# (a parameter set of the optimizer, applied by its step, where the gradients come from: HERE in
-# the loop being run, BEFORE it (LEAK), or DOUBTFUL: a possible clear may have removed them)
-Held = frozenset[tuple[str, bool, int]]
-HERE, BEFORE, DOUBTFUL = 0, 1, 2
+HERE, BEFORE, DOUBTFUL = 0, 1, 2  # where gradients come from: this loop, before it, maybe cleared since
 ALL = "*"  # the one set of an optimizer whose modules are not known
+SELF = "="  # the analysed optimizer (as the one that stepped first after a backward)
+
+
+class Grad(NamedTuple):
+    """One contribution in the `.grad` of one of the optimizer's parameter sets."""
+
+    part: str  # the set (ALL: every set of the optimizer)
+    applied: bool  # a step of the optimizer applied it
+    origin: int = HERE
+    # The backward that made it, where its loss's reach is known (ZG006), and the optimizer that
+    # stepped first after it (SELF: this one; "": none yet; "?": one the analysis cannot name).
+    backward: Optional[Event] = None
+    first: str = ""
+    hold: int = NO_GUARD  # not applied: why it passed a step of this optimizer (a guard above)
+    counter: Optional[str] = None  # ... the counter of that accumulation condition, when known
+    # Applied: the clear it was kept from, skipped by an accumulation condition (() : another guard).
+    kept: Optional[Chain] = None
+
+
+class Removal(NamedTuple):
+    """A clear that removed gradients no step had applied."""
+
+    chain: Chain
+    hold: int  # why they were still there (an accumulation window: LOST, ZG003)
+    zeroes: bool  # zeroed in place, not set to None
+    restarts: bool  # beside a reset of the accumulation counter: the window restarts on purpose
+    moot: bool = False  # a backward (or a possible clear) since: the next step need not be empty
+
+
+Held = frozenset[Grad]
+Facts = frozenset[tuple[str, int, bool]]
+Window = frozenset[tuple[Event, str]]
+
+
+class Reading(NamedTuple):
+    """What the verdicts and the edges read off some contents."""
+
+    stale: bool  # gradients a step already applied are still in some set
+    pending: bool  # a backward added gradients to some set that no step has applied yet
+    leaks: bool  # gradients made before the loop and this iteration's, none applied yet
+    guard: int  # the guard the unapplied gradients passed
+    counter: Optional[str]
+    foreign: bool  # another optimizer stepped first on all of them (TD3's critic: its loss's)
+    skip: Optional[Chain]  # the clear the applied gradients were kept from
+    window: Window  # the backwards (with reach) in .grad, each with who stepped first after it
 
 
 class State(NamedTuple):
-    # What the optimizer's .grad holds, per parameter set it was built over (rules.md v3 section
-    # 4): gradients a backward added since the set's last clear, and whether its step applied them.
     held: Held
-    guard: int  # strongest guard passed while gradients were pending that could skip a step
-    discard: Optional[Chain]  # an unguarded clear that threw pending gradients away
-    skip: Optional[Chain]  # a clear skipped through an accumulation condition (() : another guard)
-    facts: frozenset[tuple[str, int, bool]]  # known outcomes of keyed conditions
-    foreign: bool = False  # the pending gradients were used by another optimizer's step
-    wiped: Optional[Chain] = None  # a clear that threw away accumulated gradients
-    counter: Optional[str] = None  # the counter of the accumulation guard, when known
-    zeroed: Optional[Chain] = None  # a clear that zeroed pending gradients in place, on some path
-    # The backwards (with what their losses reach) whose gradients are in .grad since the last
-    # clear, each with the optimizer that stepped first after it (SELF: this one; "": none yet).
-    window: frozenset[tuple[Event, str]] = frozenset()
+    removed: Optional[Removal]
+    facts: Facts
+
+    @property
+    def read(self) -> Reading:
+        return _read(self.held)
 
     @property
     def stale(self) -> bool:
-        """Gradients a step already applied are still in some set."""
-        return _read(self.held)[0]
+        return _read(self.held).stale
 
     @property
     def pending(self) -> bool:
-        """A backward added gradients to some set that no step has applied yet."""
-        return _read(self.held)[1]
+        return _read(self.held).pending
 
     @property
     def leaks(self) -> bool:
-        """Gradients made before the loop and gradients of this iteration, none applied yet."""
-        return _read(self.held)[2]
+        return _read(self.held).leaks
 
 
 # Contents are few and small, states many: what is read off them, and what each event makes of
@@ -68,15 +103,20 @@ CACHED = 4096
 
 
 @lru_cache(maxsize=CACHED)
-def _read(held: Held) -> tuple[bool, bool, bool]:
-    """(stale, pending, leaks) of some contents."""
-    unapplied = {origin for _, applied, origin in held if not applied}
-    return any(applied for _, applied, _ in held), bool(unapplied), {BEFORE, HERE} <= unapplied
+def _read(held: Held) -> Reading:
+    unapplied = [c for c in held if not c.applied]
+    origins = {c.origin for c in unapplied}
+    guard = max((c.hold for c in unapplied), default=NO_GUARD)
+    counter = next((c.counter for c in unapplied if c.counter is not None), None)
+    skips = {c.kept for c in held if c.applied and c.kept is not None}
+    skip = max(skips, key=len) if skips else None  # a chain before (): the condition's clear
+    window = frozenset((c.backward, c.first) for c in held if c.backward is not None)
+    return Reading(any(c.applied for c in held), bool(unapplied), {BEFORE, HERE} <= origins, guard, counter,
+                   bool(unapplied) and all(c.first for c in unapplied), skip, window)
 
 
-START = State(frozenset(), NO_GUARD, None, None, frozenset())
+START = State(frozenset(), None, frozenset())
 EMPTY: Held = frozenset()
-SELF = "="  # in a window: the analysed optimizer stepped first after that backward
 
 
 # --- what one node and one edge do ---------------------------------------------------------
@@ -85,19 +125,16 @@ SELF = "="  # in a window: the analysed optimizer stepped first after that backw
 def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str]]) -> State:
     kind = event.kind
     if kind is Kind.BACKWARD:
-        # The guard survives: another loss's backward (a GAN's) does not undo a skipped step.
-        window = s.window | {(event, "")} if event.reach is not None else s.window
-        held = _added(s.held)
-        return s._replace(held=held, discard=None, foreign=False, zeroed=None, window=window)
-    if s.window and kind is Kind.STEP and event.target is not None:
-        s = s._replace(window=stepped(s.window, SELF if event.target == target else event.target))
+        # Earlier gradients keep the guard they passed: another loss's backward (a GAN's) does
+        # not undo a skipped step.
+        removed = s.removed._replace(moot=True) if s.removed is not None and not s.removed.moot else s.removed
+        return State(_added(s.held, event if event.reach is not None else None), removed, s.facts)
     if kind is Kind.STEP and event.target == target:
-        return s._replace(held=_applied(s.held), guard=NO_GUARD, discard=None, skip=None, wiped=None, counter=None,
-                          zeroed=None)
-    if kind is Kind.STEP and s.pending:
+        return State(_applied(s.held), None, s.facts)
+    if kind is Kind.STEP:
         # Another optimizer stepped on these gradients: they were its loss's (TD3's critic), so
         # skipping this optimizer's step afterwards is no accumulation.
-        return s._replace(foreign=True)
+        return s._replace(held=_first(s.held, event.target or "?")) if s.held else s
     if kind is Kind.CLEAR and event.target == target and event.sets is not None:
         return s._replace(held=_part_cleared(s.held, event.sets, event.keeps))
     if kind is Kind.CLEAR and event.target is not None and covers(event.target, target):
@@ -105,7 +142,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind is Kind.CLEAR and event.target is not None and target not in event.spares and shares(event.target, target, links):
         # Another optimizer over some of the same parameters, or a holder of this one (a container
         # of optimizers): a possible clear of this one.
-        return s._replace(held=EMPTY, guard=NO_GUARD, discard=None, skip=None, foreign=False, window=frozenset())
+        return _maybe_cleared(s)
     if kind is Kind.CLEAR and event.target is not None and not _disjoint(event.target, target, links):
         # Another optimizer that may hold some of the same parameters (`optim` and
         # `self.optimizer` over one model, built apart): a possible clear of what came from
@@ -114,10 +151,9 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind in (Kind.MOVE, Kind.SET) and event.target is not None:
         return s._replace(facts=_counted(s.facts, event, kind is Kind.SET))
     if kind is Kind.BUILD and event.target == target:
-        return s._replace(held=_unapplied(s.held), skip=None, window=frozenset())
+        return s._replace(held=_unapplied(s.held))
     if kind is Kind.MAYBE_CLEAR and target not in event.spares and not unrelated(event.target, target, links):
-        # A possible clear ends stale gradients but never proves a misplaced clear.
-        return s._replace(held=EMPTY, guard=NO_GUARD, discard=None, skip=None, foreign=False, window=frozenset())
+        return _maybe_cleared(s)
     return s
 
 
@@ -127,70 +163,110 @@ def _disjoint(other: str, target: str, links: dict[str, frozenset[str]]) -> bool
     return bool(mine and theirs) and not any(related(m, theirs) for m in mine)
 
 
+def _cleared(s: State, chain: Chain, zeroes: bool, restarts: bool) -> State:
+    """The optimizer's clear: what no step applied is lost (rules.md v3 EMPTY, LOST), unless
+    nothing was (the earlier loss stands)."""
+    read = s.read
+    removed = Removal(chain, read.guard, zeroes, restarts) if read.pending else s.removed
+    return State(EMPTY, removed, s.facts)
+
+
+def _maybe_cleared(s: State) -> State:
+    """A possible clear ends stale gradients but never proves a misplaced clear."""
+    removed = s.removed._replace(moot=True) if s.removed is not None and not s.removed.moot else s.removed
+    return State(EMPTY, removed, s.facts)
+
+
 @lru_cache(maxsize=CACHED)
-def _added(held: Held) -> Held:
-    return held | {(ALL, False, HERE)}
+def _added(held: Held, backward: Optional[Event]) -> Held:
+    return held | {Grad(ALL, False, HERE, backward)}
+
+
+@lru_cache(maxsize=CACHED)
+def _first(held: Held, by: str) -> Held:
+    """A step of another optimizer (`by`): the backwards no step has followed yet ran for it."""
+    if all(c.first for c in held):
+        return held
+    return frozenset(c if c.first else c._replace(first=by) for c in held)
 
 
 @lru_cache(maxsize=CACHED)
 def _entered(held: Held) -> Held:
     """Entering a loop: what no step has applied yet was made before it."""
-    return frozenset((part, applied, BEFORE if origin == HERE and not applied else origin)
-                     for part, applied, origin in held)
+    return frozenset(c._replace(origin=BEFORE) if c.origin == HERE and not c.applied else c for c in held)
 
 
 @lru_cache(maxsize=CACHED)
 def _doubted(held: Held) -> Held:
-    return frozenset((part, applied, DOUBTFUL if not applied else origin) for part, applied, origin in held)
+    return frozenset(c if c.applied else c._replace(origin=DOUBTFUL) for c in held)
 
 
 @lru_cache(maxsize=CACHED)
 def _applied(held: Held) -> Held:
     """A step applies every set's gradients (with none yet, the sets it holds start stale: a
     step with nothing to apply still leaves the old gradients the next one must not see)."""
-    return frozenset((part, True, HERE) for part in ({c[0] for c in held} or {ALL}))
+    if not held:
+        return frozenset({Grad(ALL, True, first=SELF)})
+    return frozenset(Grad(c.part, True, HERE, c.backward, c.first or SELF) for c in held)
 
 
 def _part_cleared(held: Held, sets: frozenset[str], keeps: frozenset[str]) -> Held:
     """A module's clear that reaches only some of the optimizer's sets: gradients held by all of
     them stay in the others (`keeps`), those of a set it reaches go."""
     out = set()
-    for part, applied, origin in held:
-        if part == ALL:
-            out |= {(kept, applied, origin) for kept in keeps}
-        elif not any(within(part, m) for m in sets):
-            out.add((part, applied, origin))
+    for c in held:
+        if c.part == ALL:
+            out |= {c._replace(part=kept) for kept in keeps}
+        elif not any(within(c.part, m) for m in sets):
+            out.add(c)
     return frozenset(out)
 
 
 @lru_cache(maxsize=CACHED)
 def _unapplied(held: Held) -> Held:
-    return frozenset(c for c in held if not c[1])
+    return frozenset(c for c in held if not c.applied)
 
 
 @lru_cache(maxsize=CACHED)
 def _reapplied(held: Held) -> Held:
     """Gradients a step already used stay for the next one (a closure evaluated again)."""
-    return held | {(part, True, HERE) for part, applied, _ in held if not applied}
+    return held | {Grad(c.part, True, HERE, c.backward, c.first) for c in held if not c.applied}
 
 
-def _cleared(s: State, chain: Chain, zeroes: bool = False, restarts: bool = False) -> State:
-    # Accumulated gradients count too: with no backward before the step, the clear threw away the
-    # window the step was for (ZG002, which says it better than ZG003).
-    discard = chain if s.pending and s.guard in (NO_GUARD, ACCUM_GUARD) else s.discard
-    # Zeroed in place, a skipped update still moves the weights (momentum, weight decay); set to
-    # None, the optimizer skips every parameter without a gradient (rules.md section 4).
-    zeroed = chain if s.pending and zeroes else s.zeroed
-    # Wiping gradients whose step an accumulation condition skipped is ZG003 if a step follows;
-    # a later clear of pending gradients makes the earlier wipe moot.
-    wiped = s.wiped
-    if s.pending:
-        wiped = chain if s.guard == ACCUM_GUARD and not restarts else None
-    return s._replace(held=EMPTY, guard=NO_GUARD, discard=discard, skip=None,
-                      foreign=False, wiped=wiped, counter=None, zeroed=zeroed, window=frozenset())
+@lru_cache(maxsize=CACHED)
+def _held_back(held: Held, guard: int, counter: Optional[str]) -> Held:
+    """The unapplied gradients passed a step for this reason (the latest says why)."""
+    return frozenset(c._replace(hold=guard, counter=counter) if not c.applied else c for c in held)
 
 
-def stepped(window: frozenset[tuple[Event, str]], by: str) -> frozenset[tuple[Event, str]]:
+@lru_cache(maxsize=CACHED)
+def _kept_from(held: Held, skip: Optional[Chain]) -> Held:
+    """The applied gradients were kept from a clear (`skip`)."""
+    return frozenset(c._replace(kept=skip) if c.applied else c for c in held)
+
+
+def _guarded(s: State, guard: int, counter: Optional[str]) -> State:
+    read = s.read
+    if read.guard == guard and read.counter == counter:
+        return s
+    return s._replace(held=_held_back(s.held, guard, counter))
+
+
+def relinked(chain: Chain, site: int) -> Chain:
+    """A chain seen from the caller through the call at `site`, or (OUT) from inside the callee."""
+    if site == OUT:
+        return (OUT,) + chain
+    return chain[1:] if chain and chain[0] == OUT else (site,) + chain
+
+
+@lru_cache(maxsize=CACHED)
+def relink(held: Held, site: int) -> Held:
+    if all(not c.kept for c in held):
+        return held
+    return frozenset(c._replace(kept=relinked(c.kept, site)) if c.kept else c for c in held)
+
+
+def stepped(window: Window, by: str) -> Window:
     """A step: the backwards no step has followed yet ran for `by`."""
     if all(first for _, first in window):
         return window
@@ -199,7 +275,7 @@ def stepped(window: frozenset[tuple[Event, str]], by: str) -> frozenset[tuple[Ev
 
 def cross(effect: object, s: State, target: str) -> Optional[State]:
     if isinstance(effect, EnterEffect):
-        if s.guard != NO_GUARD or not s.pending:
+        if s.read.guard != NO_GUARD or not s.pending:
             return s  # a window held back on purpose (accumulation, a partial window) is no leak
         return s._replace(held=_entered(s.held))
     if isinstance(effect, ArmEffect):
@@ -208,15 +284,16 @@ def cross(effect: object, s: State, target: str) -> Optional[State]:
         return _around(effect, s, _micro_for(effect.steps, target) or effect.micro)
     if isinstance(effect, ExitEffect):
         effect = ExitEffect(effect.targets, effect.micro or _micro_for(effect.steps, target))
-        if s.guard in (OTHER_GUARD, SKIP_GUARD):
+        read = s.read
+        if read.guard in (OTHER_GUARD, SKIP_GUARD):
             # A guard that left the loop (`break`, or its end) kept nothing for its next step.
-            return s._replace(guard=PARTIAL_WINDOW)
-        if s.guard == ACCUM_GUARD and (effect.micro or (s.counter is not None and s.counter in effect.targets)):
+            return _guarded(s, PARTIAL_WINDOW, read.counter)
+        if read.guard == ACCUM_GUARD and (effect.micro or (read.counter is not None and read.counter in effect.targets)):
             # The counter restarts with the loop: what is left is a partial window, dropped on purpose.
-            return s._replace(guard=NO_GUARD if effect.micro else PARTIAL_WINDOW, counter=None)
+            return _guarded(s, NO_GUARD if effect.micro else PARTIAL_WINDOW, None)
         return s
     if isinstance(effect, RaiseEffect) and s.pending:
-        return s._replace(guard=OTHER_GUARD)
+        return _guarded(s, OTHER_GUARD, s.read.counter)
     return s
 
 
@@ -227,46 +304,46 @@ def _micro_for(steps: frozenset[str], target: str) -> bool:
 
 
 def _around(effect: BackEffect, s: State, micro: bool) -> State:
-    facts = _shift(s.facts, effect)
-    if effect.closure and s.pending:
+    s = s._replace(facts=_shift(s.facts, effect))
+    read = s.read
+    if effect.closure and read.pending:
         # The step already used this evaluation's gradients; the next evaluation adds to them.
-        return s._replace(facts=facts, held=_reapplied(s.held))
-    guard, counter = s.guard, s.counter
-    if micro and s.pending and (not s.foreign or not effect.micro):
-        guard = ACCUM_GUARD
-    if s.pending and s.guard == SKIP_GUARD and not s.foreign and not micro and effect.backward:
+        return s._replace(held=_reapplied(s.held))
+    if read.pending and read.guard == SKIP_GUARD and not read.foreign and not micro and effect.backward:
         # Gradients that a `continue` (or a handled error) kept from both the step and the
         # clear are left over for the next step: they leak into it (ZG004). Not in a loop that
         # never backpropagates (a `break` out of a scan over the parameters): the gradients it
         # found pending are the enclosing iteration's, which goes on to its step.
-        return s._replace(facts=facts, held=_reapplied(s.held), skip=(), counter=None)
-    return s._replace(facts=facts, guard=guard, counter=counter)
+        held = _kept_from(_reapplied(_held_back(s.held, SKIP_GUARD, None)), ())
+        return s._replace(held=held)
+    if micro and read.pending and (not read.foreign or not effect.micro):
+        return _guarded(s, ACCUM_GUARD, read.counter)
+    return s
 
 
 def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
     test, arm = effect.test, effect.arm
-    facts = s.facts
     if test is not None and test.key is not None:
-        assumed = _assume(facts, test, (arm == 0) == test.positive)
+        assumed = _assume(s.facts, test, (arm == 0) == test.positive)
         if assumed is None:
             return None
-        facts = assumed
+        s = s._replace(facts=assumed)
     accumulation = test is not None and test.accumulation
     here = effect.summaries[arm]
     elsewhere = [c for c in (sm.clear_of(target) for sm in effect.summaries) if c is not None]
     if test is not None and (test.invariant or test.dispatch) and here.clear_of(target) is None and elsewhere:
         # A knob that turns the clear off does so in every iteration: the user's configuration,
         # not a path that skips it; nor is the fall-through of a dispatch on a parameter's values.
-        return s._replace(facts=facts, held=_unapplied(s.held))
+        return s._replace(held=_unapplied(s.held))
     # This choice can skip the step when another arm steps and this one does not, or when this
     # arm jumps away; the latest such guard says why a step was skipped.
     by_branch = target not in here.steps and any(target in sm.steps for sm in effect.summaries)
-    guard, counter = s.guard, s.counter
+    read = s.read
     # Gradients already held back on purpose (an accumulation window, a partial window, a step
     # another branch skipped) are no batch that a later `continue` skips.
-    carried = s.guard != NO_GUARD and not by_branch
+    carried = read.guard != NO_GUARD and not by_branch
     jumps = here.jumps_past(target)
-    if s.pending and not s.foreign and (jumps or by_branch) and not carried:
+    if read.pending and not read.foreign and (jumps or by_branch) and not carried:
         # A jump on the caller's say-so (`if not should_step: return`) may be the caller's
         # accumulation: it proves no skipped batch.
         skipped = jumps and not (test is not None and test.external)
@@ -276,14 +353,14 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
         leaves = here.continues or (here.returns and test is not None and test.tracked)
         accumulation = accumulation and (by_branch or (leaves and not effect.congruent))
         guard = ACCUM_GUARD if accumulation else (SKIP_GUARD if skipped else OTHER_GUARD)
-        counter = effect.counter if accumulation else None
-    skip = s.skip
-    if s.stale and here.clear_of(target) is None and elsewhere:
-        skip = elsewhere[0] if accumulation else ()
-    return s._replace(guard=guard, skip=skip, facts=facts, counter=counter)
+        s = _guarded(s, guard, effect.counter if accumulation else None)
+    if read.stale and here.clear_of(target) is None and elsewhere:
+        # The stale gradients are kept from the clear another arm makes.
+        s = s._replace(held=_kept_from(s.held, elsewhere[0] if accumulation else ()))
+    return s
 
 
-def _assume(facts: frozenset[tuple[str, int, bool]], test: Test, value: bool) -> Optional[frozenset[tuple[str, int, bool]]]:
+def _assume(facts: Facts, test: Test, value: bool) -> Optional[Facts]:
     key, residue = test.key, test.residue
     assert key is not None
     modulus = _modulus(key)
@@ -304,7 +381,7 @@ def _assume(facts: frozenset[tuple[str, int, bool]], test: Test, value: bool) ->
     return facts | {(key, residue, value)}
 
 
-def _counted(facts: frozenset[tuple[str, int, bool]], event: Event, to: bool) -> frozenset[tuple[str, int, bool]]:
+def _counted(facts: Facts, event: Event, to: bool) -> Facts:
     """An object's wrapping counter or a flag (`event.target`, its key `event.label`) moved on by
     `event.phase`, or set to it: what was known of its value moves along, or gives way."""
     kept = set()
@@ -336,7 +413,7 @@ def _modulus(key: str) -> Optional[int]:
     return int(text) if text.isdigit() and 0 < int(text) <= 64 else None
 
 
-def _shift(facts: frozenset[tuple[str, int, bool]], effect: BackEffect) -> frozenset[tuple[str, int, bool]]:
+def _shift(facts: Facts, effect: BackEffect) -> Facts:
     """Going around a loop: a fact holds until a name in it is assigned (reaching definitions);
     a modular counter that moves on shifts its phase by one."""
     if not facts:
@@ -390,30 +467,36 @@ def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_
     """`partial`: a write of one parameter's .grad near the step; `part`: a clear of only some of
     the optimizer's sets, `modules` (both name the clear that leaves the rest stale)."""
     found = []
-    wiped = sorted({s.wiped for s in incoming if s.wiped is not None})
+    removals = {s.removed for s in incoming if s.removed is not None}
+    # LOST: a clear removed what an accumulation window held for this step (ZG003).
+    wiped = sorted({r.chain for r in removals if r.hold == ACCUM_GUARD and not r.restarts})
     found += [Verdict("frequency_mismatch", c, target, label) for c in wiped]
-    leaking = [s for s in incoming if s.stale and s.pending]
-    skipped = sorted({s.skip for s in leaking if s.skip})
+    leaking = [(s, s.read) for s in incoming if s.stale and s.pending]
+    skipped = sorted({read.skip for _, read in leaking if read.skip})
     found += [Verdict("frequency_mismatch", c, target, label) for c in skipped]
     # Paths that leak without passing a skipped clear: the loop around the step never clears.
-    leaking = [s for s in leaking if not s.skip]
-    if not leaking and has_clear and any(s.leaks for s in incoming):
+    unskipped = [read for _, read in leaking if not read.skip]
+    if not unskipped and has_clear and any(s.leaks for s in incoming):
         # rules.md v3 LEAK: gradients a backward before the loop left reach this step, which
         # applies them with the loop's own (the loop clears only after its step).
         found.append(Verdict("leaked_in", chain, target, label))
-    if leaking:
-        kind = "skipped_clear" if has_clear or any(s.skip == () for s in leaking) else "never_cleared"
+    if unskipped:
+        kind = "skipped_clear" if has_clear or any(read.skip == () for read in unskipped) else "never_cleared"
         if kind == "never_cleared" and part is not None:
             found.append(Verdict("part_cleared", chain, target, label, part[-1], other=modules))
         elif kind == "never_cleared" and partial is not None:
             found.append(Verdict("partially_cleared", chain, target, label, partial[0]))
         else:
             found.append(Verdict(kind, chain, target, label))
+    # EMPTY: on every path the step applies nothing, and some path's clear removed what it would have.
+    fresh = {r for r in removals if not r.moot}
     discards: list[Chain] = []
     if not any(s.pending for s in incoming):
-        discards = sorted({s.discard for s in incoming if s.discard is not None})
+        discards = sorted({r.chain for r in fresh if r.hold in (NO_GUARD, ACCUM_GUARD)})
         found += [Verdict("cleared_before_step", c, target, label) for c in discards]
-    zeroed = sorted({s.zeroed for s in incoming if s.zeroed is not None} - set(discards))
+    # Zeroed in place, a skipped update still moves the weights (momentum, weight decay); set to
+    # None, the optimizer skips every parameter without a gradient (rules.md section 4).
+    zeroed = sorted({r.chain for r in fresh if r.zeroes} - set(discards))
     found += [Verdict("zeroed_before_step", c, target, label) for c in zeroed]
     return found
 
@@ -433,12 +516,12 @@ def judge_contamination(chain: Chain, label: str, incoming: set[State], target: 
         return []
     found: dict[int, Verdict] = {}
     for s in incoming:
-        for event, other in _contaminations(stepped(s.window, SELF), target, mine, links):
+        for event, other in _contaminations(stepped(s.read.window, SELF), target, mine, links):
             found.setdefault(event.site, Verdict("contaminated", chain, target, label, event.site, other, event.label))
     return [found[site] for site in sorted(found)]
 
 
-def _contaminations(window: frozenset[tuple[Event, str]], target: str, mine: frozenset[str],
+def _contaminations(window: Window, target: str, mine: frozenset[str],
                     links: dict[str, frozenset[str]]) -> list[tuple[Event, str]]:
     own = {event for event, first in window if first == SELF}
     found = []

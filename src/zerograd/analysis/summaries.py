@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .flow import OUT, START, State, Verdict, cross, judge_contamination, judge_step, transfer
+from .flow import OUT, START, State, Verdict, cross, judge_contamination, judge_step, relink, relinked, transfer
 from .graph import Chain, Graph, Summary, summarize
 from .keys import INVARIANT, counter_of, rebase, rename, root_of
 from .model import Call, Event, Function, Kind, Program
@@ -260,8 +260,7 @@ class _Carry:
         """Into a callee: its conditions are its own (but for its object's knobs and counters),
         the caller's sites lead back out."""
         facts = frozenset(f for f in (self._into(f) for f in s.facts) if f is not None)
-        return s._replace(facts=facts, discard=_out(s.discard), skip=_out(s.skip), wiped=_out(s.wiped),
-                          zeroed=_out(s.zeroed))
+        return _lift(s, OUT, facts)
 
     def back(self, caller: State, inner: State) -> Facts:
         """The caller's facts after the call: its own, and what the method answered or moved."""
@@ -284,16 +283,7 @@ class _Carry:
         return None if key is None else (key, fact[1], fact[2])
 
 
-def _out(chain: Optional[Chain]) -> Optional[Chain]:
-    return chain if chain is None or chain == () else (OUT,) + chain
-
-
 def _lift(s: State, site: int, facts: frozenset[tuple[str, int, bool]]) -> State:
-    return s._replace(facts=facts, discard=_up(s.discard, site), skip=_up(s.skip, site), wiped=_up(s.wiped, site),
-                      zeroed=_up(s.zeroed, site))
-
-
-def _up(chain: Optional[Chain], site: int) -> Optional[Chain]:
-    if chain is None or chain == ():
-        return chain
-    return chain[1:] if chain[0] == OUT else (site,) + chain
+    """A state out of a callee through its call at `site` (OUT: into the callee)."""
+    removed = s.removed if s.removed is None else s.removed._replace(chain=relinked(s.removed.chain, site))
+    return State(relink(s.held, site), removed, facts)
