@@ -29,3 +29,10 @@ def test_a_helper_bug_is_reported_once_at_the_helper() -> None:
     """update_alpha is called from two methods; its own clear is reported once, nowhere else."""
     found = messages("zg002_scopes.py")
     assert [line for line, text in found.items() if "alpha_optim" in text] == [16]
+
+
+def test_a_leak_names_the_backward_before_the_loop() -> None:
+    """rules.md v3: the message says which backward (its line) left the gradients the first step applies."""
+    found = messages("zg001_leak_before_loop.py")
+    assert "the backward() at line 16, before the loop" in found[20]
+    assert "the backward() at line 28, before the loop" in found[32]

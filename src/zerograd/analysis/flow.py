@@ -37,8 +37,8 @@ class Grad(NamedTuple):
     part: str  # the set (ALL: every set of the optimizer)
     applied: bool  # a step of the optimizer applied it
     origin: int = HERE
-    # The backward that made it, where its loss's reach is known (ZG006), and the optimizer that
-    # stepped first after it (SELF: this one; "": none yet; "?": one the analysis cannot name).
+    # The backward that made it (None: a replacing write), and the optimizer that stepped first
+    # after it (SELF: this one; "": none yet; "?": one the analysis cannot name).
     backward: Optional[Event] = None
     first: str = ""
     hold: int = NO_GUARD  # not applied: why it passed a step of this optimizer (a guard above)
@@ -73,6 +73,7 @@ class Reading(NamedTuple):
     foreign: bool  # another optimizer stepped first on all of them (TD3's critic: its loss's)
     skip: Optional[Chain]  # the clear the applied gradients were kept from
     window: Window  # the backwards (with reach) in .grad, each with who stepped first after it
+    before: Optional[int]  # the first backward before the loop whose gradients no step applied
 
 
 class State(NamedTuple):
@@ -110,9 +111,10 @@ def _read(held: Held) -> Reading:
     counter = next((c.counter for c in unapplied if c.counter is not None), None)
     skips = {c.kept for c in held if c.applied and c.kept is not None}
     skip = max(skips, key=len) if skips else None  # a chain before (): the condition's clear
-    window = frozenset((c.backward, c.first) for c in held if c.backward is not None)
+    window = frozenset((c.backward, c.first) for c in held if c.backward is not None and c.backward.reach is not None)
+    before = min((c.backward.site for c in unapplied if c.origin == BEFORE and c.backward is not None), default=None)
     return Reading(any(c.applied for c in held), bool(unapplied), {BEFORE, HERE} <= origins, guard, counter,
-                   bool(unapplied) and all(c.first for c in unapplied), skip, window)
+                   bool(unapplied) and all(c.first for c in unapplied), skip, window, before)
 
 
 START = State(frozenset(), None, frozenset())
@@ -128,7 +130,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         # Earlier gradients keep the guard they passed: another loss's backward (a GAN's) does
         # not undo a skipped step.
         removed = s.removed._replace(moot=True) if s.removed is not None and not s.removed.moot else s.removed
-        return State(_added(s.held, event if event.reach is not None else None), removed, s.facts)
+        return State(_added(s.held, event), removed, s.facts)
     if kind is Kind.STEP and event.target == target:
         return State(_applied(s.held), None, s.facts)
     if kind is Kind.STEP:
@@ -178,7 +180,7 @@ def _maybe_cleared(s: State) -> State:
 
 
 @lru_cache(maxsize=CACHED)
-def _added(held: Held, backward: Optional[Event]) -> Held:
+def _added(held: Held, backward: Event) -> Held:
     return held | {Grad(ALL, False, HERE, backward)}
 
 
@@ -476,10 +478,11 @@ def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_
     found += [Verdict("frequency_mismatch", c, target, label) for c in skipped]
     # Paths that leak without passing a skipped clear: the loop around the step never clears.
     unskipped = [read for _, read in leaking if not read.skip]
-    if not unskipped and has_clear and any(s.leaks for s in incoming):
+    leaks = [s.read.before for s in incoming if s.leaks]
+    if not unskipped and has_clear and leaks:
         # rules.md v3 LEAK: gradients a backward before the loop left reach this step, which
         # applies them with the loop's own (the loop clears only after its step).
-        found.append(Verdict("leaked_in", chain, target, label))
+        found.append(Verdict("leaked_in", chain, target, label, min((b for b in leaks if b is not None), default=None)))
     if unskipped:
         kind = "skipped_clear" if has_clear or any(read.skip == () for read in unskipped) else "never_cleared"
         if kind == "never_cleared" and part is not None:

@@ -99,8 +99,10 @@ _VARIANTS = {
     "clears one parameter only; call {o}.zero_grad() before backward() or after step()",
     "part_cleared": "gradients of '{o}' are never wholly cleared in this loop: the clear at line {line} leaves "
     "those of {other}, which '{o}' also holds; call {o}.zero_grad() before backward() or after step()",
-    "leaked_in": "the first {o}.step() of this loop also applies the gradients that a backward() before the "
-    "loop left in .grad; clear '{o}' before the loop or at the top of the loop",
+    "leaked_in": "the first {o}.step() of this loop also applies the gradients that the backward() at line "
+    "{line}, before the loop, left in .grad; clear '{o}' before the loop or at the top of the loop",
+    "leaked_in_unplaced": "the first {o}.step() of this loop also applies the gradients that a backward() "
+    "before the loop left in .grad; clear '{o}' before the loop or at the top of the loop",
     "hook_never_cleared": "gradients of '{o}' are never cleared: the framework steps it every batch but this "
     "override of its zero_grad hook never clears it; call {o}.zero_grad() in it",
 }
@@ -109,6 +111,8 @@ _VARIANTS = {
 def message(code: str, optimizer: str, kind: str = "", line: int = 0, other: str = "", loss: str = "") -> str:
     if code == "ZG005" and kind in ("partially_cleared", "part_cleared"):
         kind = ""
+    if kind == "leaked_in" and not line:
+        kind = "leaked_in_unplaced"
     return _VARIANTS.get(kind, RULES[code].message).format(o=optimizer, line=line, other=other, loss=loss)
 
 
