@@ -23,6 +23,11 @@ Loops:
 - clear-one-module: the optimizer is built over the parameters of several modules (and only so in
   this file); its clears become the clear of the first of those modules only (ZG001: the others
   are never cleared)
+- build-over-one-more-module: an optimizer built (once in the file) over one module's
+  parameters, `Adam(m.parameters(), ...)`, is built over those of another module too, one the loop
+  calls (not under `no_grad`), that no optimizer of the file holds and the file does not
+  freeze; the loop's clears of the
+  optimizer become `m.zero_grad()`: the other module's gradients are never cleared (ZG001)
 - backward-before-loop: in a loop that clears only after its step, a copy of the first backward
   (a statement of the loop body) goes right before the loop: its gradients reach the loop's
   first step with the loop's own (rules.md v3 LEAK: ZG001)
@@ -96,6 +101,7 @@ ROWS: dict[Row, tuple[str, ...]] = {
     ("accumulation-clear-before-last-backward", "loop"): ("ZG003",),
     ("backward-before-loop", "loop"): ("ZG001",),
     ("clear-one-module", "loop"): ("ZG001",),
+    ("build-over-one-more-module", "loop"): ("ZG001",),
     ("function-clear-before-step", "function"): ("ZG002",),
     ("function-delete-clear", "function"): ("ZG005",),
     ("two-phase-drop-clear", "function"): ("ZG004", "ZG001"),
@@ -132,6 +138,9 @@ class File:
     sites: Scan
     flagged: set[int]
     several: dict[str, list[str]] = field(default_factory=dict)  # optimizer -> the modules it is built over
+    built_over_one: dict[str, tuple[cst.SimpleStatementLine, cst.Call, str]] = field(default_factory=dict)
+    parameter_owners: set[str] = field(default_factory=set)  # every `X` of an `X.parameters()`
+    held: set[str] = field(default_factory=set)  # modules an optimizer of the file is built over, or frozen
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         where = self.positions[node]
@@ -166,7 +175,10 @@ def mutants(path: Path, source: str, flagged: set[int]) -> Iterator[Mutant]:
     except (cst.ParserSyntaxError, RecursionError):
         return
     positions = MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
-    file = File(path, module, positions, scan(module), flagged, _built_over_several(module))
+    owners = {code(c.func.value) for c in _nodes_of(module) if isinstance(c, cst.Call)
+              and isinstance(c.func, cst.Attribute) and c.func.attr.value == "parameters"}
+    file = File(path, module, positions, scan(module), flagged, _built_over_several(module),
+                _built_over_one(module), owners, _held_by_optimizers(module) | _frozen(module))
     for site in file.sites.loops:
         if file.clean(site.node):
             yield from _drop_none(loop_mutants(file, site))
@@ -211,6 +223,7 @@ def loop_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
     yield _clear_before_last_backward(file, site)
     yield _backward_before_loop(file, site)
     yield _clear_one_module(file, site)
+    yield _build_over_one_more(file, site)
 
 
 def _built_over_several(module: cst.Module) -> dict[str, list[str]]:
@@ -243,6 +256,83 @@ def _clear_one_module(file: File, site: Site) -> Optional[Mutant]:
     edit = Edit({id(line.node) for line in clears})
     new = edit.insert(clears[0].node, cst.parse_statement(f"{modules[0]}.zero_grad()"))
     return file.mutant("clear-one-module", "loop", site.node, edit, f"clear {modules[0]} only of {site.target}", [new])
+
+
+OPTIMIZER_CALL = re.compile(r"optim|Adam|SGD|RMSprop|Adagrad|Adadelta|LBFGS|Lion|LAMB|Lamb|Adafactor")
+
+
+def _built_over_one(module: cst.Module) -> dict[str, tuple[cst.SimpleStatementLine, cst.Call, str]]:
+    """Optimizers built once in the file, over one module's parameters (`Adam(m.parameters(), lr)`):
+    the statement, its first argument and the module."""
+    found: dict[str, list[tuple[cst.SimpleStatementLine, cst.Call, str]]] = {}
+    for node in _nodes_of(module):
+        if not (isinstance(node, cst.SimpleStatementLine) and len(node.body) == 1 and isinstance(node.body[0], cst.Assign)):
+            continue
+        assign = node.body[0]
+        if len(assign.targets) != 1 or not isinstance(assign.value, cst.Call) or not assign.value.args:
+            continue
+        first = assign.value.args[0].value
+        if (isinstance(first, cst.Call) and isinstance(first.func, cst.Attribute) and first.func.attr.value == "parameters"
+                and not first.args and OPTIMIZER_CALL.search(code(assign.value.func))):
+            found.setdefault(code(assign.targets[0].target), []).append((node, first, code(first.func.value)))
+    return {name: builds[0] for name, builds in found.items() if len(builds) == 1}
+
+
+def _held_by_optimizers(module: cst.Module) -> set[str]:
+    """Modules whose parameters some optimizer of the file is built over (any way)."""
+    held: set[str] = set()
+    for node in _nodes_of(module):
+        if isinstance(node, cst.Call) and OPTIMIZER_CALL.search(code(node.func)):
+            held |= {code(c.func.value) for c in _nodes_of(node) if isinstance(c, cst.Call)
+                     and isinstance(c.func, cst.Attribute) and c.func.attr.value == "parameters"}
+    return held
+
+
+def _frozen(module: cst.Module) -> set[str]:
+    """Modules the file freezes (`for p in n.parameters(): p.requires_grad = False`,
+    `n.requires_grad_(False)`): a frozen teacher never gets gradients to leave behind."""
+    frozen: set[str] = set()
+    for node in _nodes_of(module):
+        if (isinstance(node, cst.For) and isinstance(node.iter, cst.Call) and isinstance(node.iter.func, cst.Attribute)
+                and node.iter.func.attr.value == "parameters" and re.search(r"requires_grad\s*=\s*False", code(node.body))):
+            frozen.add(code(node.iter.func.value))
+        if (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "requires_grad_"
+                and code(node).endswith("(False)")):
+            frozen.add(code(node.func.value))
+    return frozen
+
+
+def _called_with_grad(loop: cst.CSTNode) -> set[str]:
+    """What the loop calls (`n(x)`), outside `with torch.no_grad()` and the like."""
+    called: set[str] = set()
+    stack = [loop]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.With) and re.search(r"no_grad|inference_mode", code(node.items[0])):
+            continue
+        if isinstance(node, cst.Call):
+            called.add(code(node.func))
+        stack.extend(node.children)
+    return called
+
+
+def _build_over_one_more(file: File, site: Site) -> Optional[Mutant]:
+    """The optimizer is built over one more module than the loop clears (rules.md v3, parameter
+    sets): the other module is called in the loop, so its gradients accumulate uncleared."""
+    built, clears = file.built_over_one.get(site.target), site.clears()
+    if built is None or not clears or any(line.other_clear for line in site.lines):
+        return None
+    statement, argument, module = built
+    others = sorted(n for n in _called_with_grad(site.node) & file.parameter_owners - file.held
+                    if n != module and not n.startswith(module + ".") and not module.startswith(n + "."))
+    if not others:
+        return None
+    text = code(statement).replace(code(argument), f"list({module}.parameters()) + list({others[0]}.parameters())", 1)
+    edit = Edit({id(line.node) for line in clears} | {id(statement)})
+    edit.insert(statement, cst.parse_statement(text.lstrip()))
+    new = edit.insert(clears[0].node, cst.parse_statement(f"{module}.zero_grad()"))
+    return file.mutant("build-over-one-more-module", "loop", site.node, edit,
+                       f"build {site.target} over {others[0]} too, clear {module}", [new])
 
 
 def _backward_before_loop(file: File, site: Site) -> Optional[Mutant]:
