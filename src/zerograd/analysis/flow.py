@@ -37,8 +37,9 @@ class Grad(NamedTuple):
     part: str  # the set (ALL: every set of the optimizer)
     applied: bool  # a step of the optimizer applied it
     origin: int = HERE
-    # The backward that made it (None: a replacing write), and the optimizer that stepped first
-    # after it (SELF: this one; "": none yet; "?": one the analysis cannot name).
+    # The backward that made it, where its loss's reach is known (ZG006: one Grad per backward
+    # otherwise would multiply the states for nothing), and the optimizer that stepped first after
+    # it (SELF: this one; "": none yet; "?": one the analysis need not or cannot name).
     backward: Optional[Event] = None
     first: str = ""
     hold: int = NO_GUARD  # not applied: why it passed a step of this optimizer (a guard above)
@@ -48,13 +49,28 @@ class Grad(NamedTuple):
 
 
 class Removal(NamedTuple):
-    """A clear that removed gradients no step had applied."""
+    """A clear that removed gradients no step had applied, as far as a verdict reads it."""
 
     chain: Chain
-    hold: int  # why they were still there (an accumulation window: LOST, ZG003)
+    # The step after it applies nothing unless a backward comes first (EMPTY, ZG002): what was
+    # removed was no batch a guard had already kept from its step.
+    empties: bool
+    lost: bool  # it removed an open accumulation window, not beside a reset of its counter (LOST, ZG003)
     zeroes: bool  # zeroed in place, not set to None
-    restarts: bool  # beside a reset of the accumulation counter: the window restarts on purpose
-    moot: bool = False  # a backward (or a possible clear) since: the next step need not be empty
+
+
+def _removal(chain: Chain, guard: int, zeroes: bool, restarts: bool) -> Optional[Removal]:
+    lost = guard == ACCUM_GUARD and not restarts
+    empties = guard in (NO_GUARD, ACCUM_GUARD)
+    return Removal(chain, empties, lost, zeroes) if lost or empties or zeroes else None
+
+
+def _refilled(removed: Optional[Removal]) -> Optional[Removal]:
+    """A backward (or a possible clear) since the clear: the next step need not be empty; only a
+    lost window still counts."""
+    if removed is None or not (removed.empties or removed.zeroes):
+        return removed
+    return removed._replace(empties=False, zeroes=False) if removed.lost else None
 
 
 Held = frozenset[Grad]
@@ -73,7 +89,6 @@ class Reading(NamedTuple):
     foreign: bool  # another optimizer stepped first on all of them (TD3's critic: its loss's)
     skip: Optional[Chain]  # the clear the applied gradients were kept from
     window: Window  # the backwards (with reach) in .grad, each with who stepped first after it
-    before: Optional[int]  # the first backward before the loop whose gradients no step applied
 
 
 class State(NamedTuple):
@@ -112,9 +127,8 @@ def _read(held: Held) -> Reading:
     skips = {c.kept for c in held if c.applied and c.kept is not None}
     skip = max(skips, key=len) if skips else None  # a chain before (): the condition's clear
     window = frozenset((c.backward, c.first) for c in held if c.backward is not None and c.backward.reach is not None)
-    before = min((c.backward.site for c in unapplied if c.origin == BEFORE and c.backward is not None), default=None)
     return Reading(any(c.applied for c in held), bool(unapplied), {BEFORE, HERE} <= origins, guard, counter,
-                   bool(unapplied) and all(c.first for c in unapplied), skip, window, before)
+                   bool(unapplied) and all(c.first for c in unapplied), skip, window)
 
 
 START = State(frozenset(), None, frozenset())
@@ -129,8 +143,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind is Kind.BACKWARD:
         # Earlier gradients keep the guard they passed: another loss's backward (a GAN's) does
         # not undo a skipped step.
-        removed = s.removed._replace(moot=True) if s.removed is not None and not s.removed.moot else s.removed
-        return State(_added(s.held, event), removed, s.facts)
+        return State(_added(s.held, event if event.reach is not None else None), _refilled(s.removed), s.facts)
     if kind is Kind.STEP and event.target == target:
         return State(_applied(s.held), None, s.facts)
     if kind is Kind.STEP:
@@ -169,27 +182,40 @@ def _cleared(s: State, chain: Chain, zeroes: bool, restarts: bool) -> State:
     """The optimizer's clear: what no step applied is lost (rules.md v3 EMPTY, LOST), unless
     nothing was (the earlier loss stands)."""
     read = s.read
-    removed = Removal(chain, read.guard, zeroes, restarts) if read.pending else s.removed
+    removed = _removal(chain, read.guard, zeroes, restarts) if read.pending else s.removed
     return State(EMPTY, removed, s.facts)
 
 
 def _maybe_cleared(s: State) -> State:
     """A possible clear ends stale gradients but never proves a misplaced clear."""
-    removed = s.removed._replace(moot=True) if s.removed is not None and not s.removed.moot else s.removed
-    return State(EMPTY, removed, s.facts)
+    return State(EMPTY, _refilled(s.removed), s.facts)
 
 
 @lru_cache(maxsize=CACHED)
-def _added(held: Held, backward: Event) -> Held:
+def _added(held: Held, backward: Optional[Event]) -> Held:
     return held | {Grad(ALL, False, HERE, backward)}
 
 
 @lru_cache(maxsize=CACHED)
 def _first(held: Held, by: str) -> Held:
-    """A step of another optimizer (`by`): the backwards no step has followed yet ran for it."""
-    if all(c.first for c in held):
+    """A step of another optimizer (`by`): the backwards no step has followed yet ran for it.
+    Only a backward whose reach is known needs the name (ZG006); of the others, only that some
+    optimizer stepped on them while they are unapplied (fewer distinct states)."""
+    if all(c.first or (c.applied and not _named(c)) for c in held):
         return held
-    return frozenset(c if c.first else c._replace(first=by) for c in held)
+    return frozenset(c if c.first or (c.applied and not _named(c)) else c._replace(first=by if _named(c) else "?")
+                     for c in held)
+
+
+def _named(c: Grad) -> bool:
+    return c.backward is not None and c.backward.reach is not None
+
+
+def _spent(c: Grad, first: str) -> Grad:
+    """A contribution applied by a step: only what ZG006 reads of it stays."""
+    if _named(c):
+        return Grad(c.part, True, HERE, c.backward, first)
+    return Grad(c.part, True)
 
 
 @lru_cache(maxsize=CACHED)
@@ -208,8 +234,8 @@ def _applied(held: Held) -> Held:
     """A step applies every set's gradients (with none yet, the sets it holds start stale: a
     step with nothing to apply still leaves the old gradients the next one must not see)."""
     if not held:
-        return frozenset({Grad(ALL, True, first=SELF)})
-    return frozenset(Grad(c.part, True, HERE, c.backward, c.first or SELF) for c in held)
+        return frozenset({Grad(ALL, True)})
+    return frozenset(_spent(c, c.first or SELF) for c in held)
 
 
 def _part_cleared(held: Held, sets: frozenset[str], keeps: frozenset[str]) -> Held:
@@ -232,7 +258,7 @@ def _unapplied(held: Held) -> Held:
 @lru_cache(maxsize=CACHED)
 def _reapplied(held: Held) -> Held:
     """Gradients a step already used stay for the next one (a closure evaluated again)."""
-    return held | {Grad(c.part, True, HERE, c.backward, c.first) for c in held if not c.applied}
+    return held | {_spent(c, c.first) for c in held if not c.applied}
 
 
 @lru_cache(maxsize=CACHED)
@@ -471,18 +497,17 @@ def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_
     found = []
     removals = {s.removed for s in incoming if s.removed is not None}
     # LOST: a clear removed what an accumulation window held for this step (ZG003).
-    wiped = sorted({r.chain for r in removals if r.hold == ACCUM_GUARD and not r.restarts})
+    wiped = sorted({r.chain for r in removals if r.lost})
     found += [Verdict("frequency_mismatch", c, target, label) for c in wiped]
     leaking = [(s, s.read) for s in incoming if s.stale and s.pending]
     skipped = sorted({read.skip for _, read in leaking if read.skip})
     found += [Verdict("frequency_mismatch", c, target, label) for c in skipped]
     # Paths that leak without passing a skipped clear: the loop around the step never clears.
     unskipped = [read for _, read in leaking if not read.skip]
-    leaks = [s.read.before for s in incoming if s.leaks]
-    if not unskipped and has_clear and leaks:
+    if not unskipped and has_clear and any(s.leaks for s in incoming):
         # rules.md v3 LEAK: gradients a backward before the loop left reach this step, which
         # applies them with the loop's own (the loop clears only after its step).
-        found.append(Verdict("leaked_in", chain, target, label, min((b for b in leaks if b is not None), default=None)))
+        found.append(Verdict("leaked_in", chain, target, label))
     if unskipped:
         kind = "skipped_clear" if has_clear or any(read.skip == () for read in unskipped) else "never_cleared"
         if kind == "never_cleared" and part is not None:
@@ -492,14 +517,13 @@ def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_
         else:
             found.append(Verdict(kind, chain, target, label))
     # EMPTY: on every path the step applies nothing, and some path's clear removed what it would have.
-    fresh = {r for r in removals if not r.moot}
     discards: list[Chain] = []
     if not any(s.pending for s in incoming):
-        discards = sorted({r.chain for r in fresh if r.hold in (NO_GUARD, ACCUM_GUARD)})
+        discards = sorted({r.chain for r in removals if r.empties})
         found += [Verdict("cleared_before_step", c, target, label) for c in discards]
     # Zeroed in place, a skipped update still moves the weights (momentum, weight decay); set to
     # None, the optimizer skips every parameter without a gradient (rules.md section 4).
-    zeroed = sorted({r.chain for r in fresh if r.zeroes} - set(discards))
+    zeroed = sorted({r.chain for r in removals if r.zeroes} - set(discards))
     found += [Verdict("zeroed_before_step", c, target, label) for c in zeroed]
     return found
 

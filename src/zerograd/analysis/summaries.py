@@ -184,14 +184,16 @@ class Analyzer:
             entry = START._replace(facts=frozenset((key, phase, True) for key, phase in self.program.phases.items()))
         outcome = self.run(fid, target, entry, (), repeat=function.step_function)
         graph = self.graph(fid, function.step_function, ())
-        verdicts = []
+        verdicts: list[Verdict] = []
         for chain, (event, states) in sorted(outcome.steps.items()):
             label = event.label if len(chain) == 1 else target  # name it in this scope's words
             around = self._around(graph, chain[0])
             has_clear = around is not None and around.may_clear(target, self.program.links_of(fid))
             partial = around.partial if around is not None else None
             part, keeps = around.parts.get(target, (None, "")) if around is not None else (None, "")
-            verdicts.extend(judge_step(chain, label, states, target, has_clear, partial, part, keeps))
+            found = judge_step(chain, label, states, target, has_clear, partial, part, keeps)
+            verdicts.extend(v._replace(note=_backward_before(graph, chain[0])) if v.kind == "leaked_in" else v
+                            for v in found)
             verdicts.extend(judge_contamination(chain, label, states, target, self.program.links_of(fid)))
         return verdicts
 
@@ -213,6 +215,17 @@ class Analyzer:
         """The optimizers a scope steps, itself or through what it calls, in its own words."""
         summary = self.static(fid)
         return sorted(summary.steps) if summary.backward else []
+
+
+def _backward_before(graph: Graph, site: int) -> Optional[int]:
+    """The last backward of the scope before the loop around `site` (a LEAK's message names it)."""
+    at = next((n for n, item in enumerate(graph.nodes) if isinstance(item, (Event, Call)) and item.site == site), None)
+    loop = graph.loop_of[at] if at is not None else None
+    if loop is None:
+        return None
+    start = graph.loop_of.index(loop)  # the loop's head: its body's nodes all come after it
+    before = [item.site for item in graph.nodes[:start] if isinstance(item, Event) and item.kind is Kind.BACKWARD]
+    return before[-1] if before else None
 
 
 def inward(target: str, call: Call, callee: Function) -> str:
