@@ -159,6 +159,9 @@ class Function:
     params: frozenset[str] = frozenset()  # including `self` / `cls`
     local: frozenset[str] = frozenset()  # names it assigns: its own, invisible to callers
     driver: str = ""  # a framework's per-batch order around a class's hooks (drivers.py): its name
+    # The modules its own optimizers (local names it builds) are built over, here: another scope's
+    # `optimizer` over other modules says nothing of this one's.
+    links: tuple[tuple[str, frozenset[str]], ...] = ()
 
 
 @dataclass
@@ -174,9 +177,16 @@ class Program:
     # Wrapping counters' phases after `__init__` ("mod:self.n%k" -> 0): where a method analysed
     # on its own starts (its object was built before its first call).
     phases: dict[str, int] = field(default_factory=dict)
+    _merged: dict[int, dict[str, frozenset[str]]] = field(default_factory=dict, repr=False, compare=False)
 
     def links_of(self, fid: int) -> dict[str, frozenset[str]]:
-        return self.tables[self.table_of[fid]] if self.table_of else self.links
+        table = self.tables[self.table_of[fid]] if self.table_of else self.links
+        own = self.functions[fid].links
+        if not own:
+            return table
+        if fid not in self._merged:
+            self._merged[fid] = {**table, **dict(own)}
+        return self._merged[fid]
 
 
 @dataclass(frozen=True)

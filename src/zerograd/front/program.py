@@ -174,7 +174,18 @@ def _function_scope(builder: Builder, function: cst.FunctionDef, cls: Optional[C
     body = builder.scope(block_of(function.body), ctx)
     params = frozenset(facts.parameters)
     site = builder.sites.site(function)
-    return Function(function.name.value, body, site, params=params, local=assigned_names(block_of(function.body)) - params)
+    local = assigned_names(block_of(function.body)) - params
+    return Function(function.name.value, body, site, params=params, local=local,
+                    links=_own_links(info, id(function), local))
+
+
+def _own_links(info: ModuleInfo, scope: int, local: frozenset[str]) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The modules each optimizer a scope builds under a local name is built over, there."""
+    found: dict[str, frozenset[str]] = {}
+    for (built_in, key), sets in info.table.builds.items():
+        if built_in == scope and key in local:
+            found[key] = frozenset().union(*sets)
+    return tuple(sorted(found.items()))
 
 
 def _is_step_function(function: cst.FunctionDef, cls: Optional[ClassInfo], builder: Builder, info: ModuleInfo) -> bool:
