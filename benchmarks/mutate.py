@@ -8,6 +8,10 @@ zerograd's analysis, which is what is being tested): loops and functions that ho
 `X.step()` and `X.zero_grad()`. Only sites on which zerograd reports nothing are mutated; each
 mutant must be reported with the expected code on a line of the (mutated) site.
 
+Mutants that delete an optimizer's clears (delete-clear, drop-one-optimizer, hoist-clear,
+function-delete-clear) are not made for an optimizer built over a module another optimizer of the
+file is built over too: the other's clears clear its gradients, so its own are not the only ones
+(the gradients both apply twice are a miss of their own, noted in REALCODE.md).
 Loops:
 - delete-clear: remove every `X.zero_grad()` of the loop (ZG001)
 - clear-before-step: move the clear to just before `X.step()`, after a backward (ZG002)
@@ -20,8 +24,8 @@ Loops:
 - accumulation-clear-before-last-backward: the conditional clear moves, under a copy of its
   condition, to just before the statement of the first backward: the accumulated gradients are
   wiped before the step that should apply them (ZG003)
-- clear-one-module: the optimizer is built over the parameters of several modules (and only so in
-  this file); its clears become the clear of the first of those modules only (ZG001: the others
+- clear-one-module: the optimizer is built by an optimizer class over the parameters of several
+  modules (and only so in this file; a local name in the loop's own function); its clears become the clear of the first of those modules only (ZG001: the others
   are never cleared)
 - build-over-one-more-module: an optimizer built (once in the file) over one module's
   parameters, `Adam(m.parameters(), ...)`, is built over those of another module too, one the loop
@@ -141,10 +145,13 @@ class File:
     positions: Mapping[cst.CSTNode, CodeRange]
     sites: Scan
     flagged: set[int]
-    several: dict[str, list[str]] = field(default_factory=dict)  # optimizer -> the modules it is built over
+    several: dict[str, tuple[list[str], Optional[cst.FunctionDef]]] = field(default_factory=dict)  # -> modules, builder
     built_over_one: dict[str, tuple[cst.SimpleStatementLine, cst.Call, str]] = field(default_factory=dict)
     parameter_owners: set[str] = field(default_factory=set)  # every `X` of an `X.parameters()`
     held: set[str] = field(default_factory=set)  # modules an optimizer of the file is built over, or frozen
+    # Optimizers built over a module another optimizer of the file is built over too: the other's
+    # clears clear theirs, so deleting their own clears leaves no "never cleared" to find.
+    shared: set[str] = field(default_factory=set)
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         where = self.positions[node]
@@ -182,7 +189,7 @@ def mutants(path: Path, source: str, flagged: set[int]) -> Iterator[Mutant]:
     owners = {code(c.func.value) for c in _nodes_of(module) if isinstance(c, cst.Call)
               and isinstance(c.func, cst.Attribute) and c.func.attr.value == "parameters"}
     file = File(path, module, positions, scan(module), flagged, _built_over_several(module),
-                _built_over_one(module), owners, _held_by_optimizers(module) | _frozen(module))
+                _built_over_one(module), owners, _held_by_optimizers(module) | _frozen(module), _shared(module))
     for site in file.sites.loops:
         if file.clean(site.node):
             yield from _drop_none(loop_mutants(file, site))
@@ -210,8 +217,10 @@ def _drop_none(made: Iterator[Optional[Mutant]]) -> Iterator[Mutant]:
 def loop_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
     loop, target, clears = site.node, site.target, site.clears()
     deleted = {id(line.node) for line in clears}
-    yield file.mutant("delete-clear", "loop", loop, Edit(set(deleted)), f"delete {target}.zero_grad()")
-    if site.several:
+    alone = target not in file.shared
+    if alone:
+        yield file.mutant("delete-clear", "loop", loop, Edit(set(deleted)), f"delete {target}.zero_grad()")
+    if site.several and alone:
         yield file.mutant("drop-one-optimizer", "loop", loop, Edit(set(deleted)), f"drop {target}")
     step = _step_after_backward(site)
     if step is not None:
@@ -219,9 +228,10 @@ def loop_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
         new = edit.insert(step.node, moved(clears[0].node))
         yield file.mutant("clear-before-step", "loop", loop, edit, f"move {target}.zero_grad() before step",
                           [new])
-    edit = Edit(set(deleted))
-    new = edit.insert(loop, moved(clears[0].node))
-    yield file.mutant("hoist-clear", "loop", loop, edit, f"hoist {target}.zero_grad()", [new])
+    if alone:
+        edit = Edit(set(deleted))
+        new = edit.insert(loop, moved(clears[0].node))
+        yield file.mutant("hoist-clear", "loop", loop, edit, f"hoist {target}.zero_grad()", [new])
     yield _every_iteration(file, site)
     yield _dedent_step(file, site)
     yield _clear_before_last_backward(file, site)
@@ -230,17 +240,33 @@ def loop_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
     yield _build_over_one_more(file, site)
 
 
-def _built_over_several(module: cst.Module) -> dict[str, list[str]]:
+def _built_over_several(module: cst.Module) -> dict[str, tuple[list[str], Optional[cst.FunctionDef]]]:
     """Optimizers built over the parameters of two or more modules (`Adam(list(enc.parameters()) +
-    list(dec.parameters()))`), when every assignment of the name in the file agrees."""
+    list(dec.parameters()))`) by a torch-looking class, when every assignment of the name in the
+    file agrees; with the function that builds it (a local name means that function's object)."""
     found: dict[str, set[tuple[str, ...]]] = {}
-    for node in _nodes_of(module):
-        if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
+    where: dict[str, Optional[cst.FunctionDef]] = {}
+    for node, function in _with_functions(module):
+        if (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call)
+                and OPTIMIZER_CALL.search(code(node.value.func))):
             owners = tuple(sorted({code(c.func.value) for c in _nodes_of(node.value) if isinstance(c, cst.Call)
                                    and isinstance(c.func, cst.Attribute) and c.func.attr.value == "parameters"}))
             if owners:
-                found.setdefault(code(node.targets[0].target), set()).add(owners)
-    return {name: list(next(iter(sets))) for name, sets in found.items() if len(sets) == 1 and len(next(iter(sets))) > 1}
+                name = code(node.targets[0].target)
+                found.setdefault(name, set()).add(owners)
+                where[name] = function
+    return {name: (list(next(iter(sets))), where[name]) for name, sets in found.items()
+            if len(sets) == 1 and len(next(iter(sets))) > 1}
+
+
+def _with_functions(module: cst.Module) -> Iterator[tuple[cst.CSTNode, Optional[cst.FunctionDef]]]:
+    """Every node, with the innermost function around it."""
+    stack: list[tuple[cst.CSTNode, Optional[cst.FunctionDef]]] = [(module, None)]
+    while stack:
+        node, function = stack.pop()
+        yield node, function
+        inner = node if isinstance(node, cst.FunctionDef) else function
+        stack.extend((child, inner) for child in node.children)
 
 
 def _nodes_of(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
@@ -254,9 +280,13 @@ def _nodes_of(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
 def _clear_one_module(file: File, site: Site) -> Optional[Mutant]:
     """Each clear of the optimizer goes; the first module it is built over is cleared in the first
     one's place: the optimizer's other modules are never cleared."""
-    modules, clears = file.several.get(site.target), site.clears()
-    if not modules or not clears or any(line.other_clear for line in site.lines):
+    built, clears = file.several.get(site.target), site.clears()
+    if built is None or not clears or any(line.other_clear for line in site.lines):
         return None
+    modules, function = built
+    if function is not None and not site.target.startswith("self.") and not any(
+            node is site.node for node in _nodes_of(function)):
+        return None  # a local name of another function: another object, maybe built otherwise
     edit = Edit({id(line.node) for line in clears})
     new = edit.insert(clears[0].node, cst.parse_statement(f"{modules[0]}.zero_grad()"))
     return file.mutant("clear-one-module", "loop", site.node, edit, f"clear {modules[0]} only of {site.target}", [new])
@@ -290,6 +320,19 @@ def _held_by_optimizers(module: cst.Module) -> set[str]:
             held |= {code(c.func.value) for c in _nodes_of(node) if isinstance(c, cst.Call)
                      and isinstance(c.func, cst.Attribute) and c.func.attr.value == "parameters"}
     return held
+
+
+def _shared(module: cst.Module) -> set[str]:
+    """Optimizers (as assigned) built over a module that another optimizer is built over as well."""
+    owners: dict[str, set[str]] = {}
+    for node in _nodes_of(module):
+        if (isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call)
+                and OPTIMIZER_CALL.search(code(node.value.func))):
+            owners.setdefault(code(node.targets[0].target), set()).update(
+                code(c.func.value) for c in _nodes_of(node.value) if isinstance(c, cst.Call)
+                and isinstance(c.func, cst.Attribute) and c.func.attr.value == "parameters")
+    return {name for name, mine in owners.items()
+            if any(mine & theirs for other, theirs in owners.items() if other != name)}
 
 
 def _frozen(module: cst.Module) -> set[str]:
@@ -441,7 +484,7 @@ def function_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
         yield file.mutant("function-clear-before-step", "function", function, edit,
                           f"{name}: move {target}.zero_grad() before step{note}", [new])
     # ZG005 speaks of step functions no function here calls: a caller would be checked instead.
-    if STEP_FUNCTION.fullmatch(name) and not called:
+    if STEP_FUNCTION.fullmatch(name) and not called and target not in file.shared:
         edit = Edit({id(line.node) for line in clears})
         yield file.mutant("function-delete-clear", "function", function, edit,
                           f"{name}: delete {target}.zero_grad()")
