@@ -25,8 +25,8 @@ Loops:
   condition, to just before the statement of the first backward: the accumulated gradients are
   wiped before the step that should apply them (ZG003)
 - clear-one-module: the optimizer is built by an optimizer class over the parameters of several
-  modules (and only so in this file; a local name in the loop's own function); its clears become the clear of the first of those modules only (ZG001: the others
-  are never cleared)
+  modules (and only so in this file; a local name in the loop's own function); its clears become
+  the clear of the first of those modules only (ZG001: the others are never cleared)
 - build-over-one-more-module: an optimizer built (once in the file) over one module's
   parameters, `Adam(m.parameters(), ...)`, is built over those of another module too, one the loop
   calls (not under `no_grad`), that no optimizer of the file holds and the file does not

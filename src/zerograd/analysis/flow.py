@@ -220,8 +220,11 @@ def _spent(c: Grad, first: str) -> Grad:
 
 @lru_cache(maxsize=CACHED)
 def _entered(held: Held) -> Held:
-    """Entering a loop: what no step has applied yet was made before it."""
-    return frozenset(c._replace(origin=BEFORE) if c.origin == HERE and not c.applied else c for c in held)
+    """Entering a loop: what no step has applied yet was made before it. Not what another
+    optimizer stepped first: that was its loss's, which ZG006 judges (a GAN's generator loss left in
+    the discriminator when an epoch's inner loop starts again)."""
+    return frozenset(c._replace(origin=BEFORE) if c.origin == HERE and not c.applied and not c.first else c
+                     for c in held)
 
 
 @lru_cache(maxsize=CACHED)
