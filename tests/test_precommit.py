@@ -36,3 +36,12 @@ def test_hook_through_try_repo(tmp_path: Path) -> None:
     assert result.returncode == 1, output
     assert "train.py:3:5: ZG001 gradients of 'optimizer' are never cleared" in output
     assert "ok.py" not in output
+
+
+def test_hooks_run_serially() -> None:
+    """interface.md v3: a file's findings never depend on the batch it came in; pre-commit must not
+    split the files into parallel batches (the CLI has its own pool)."""
+    import yaml  # type: ignore[import-untyped]
+
+    hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text(encoding="utf-8"))
+    assert hooks and all(hook.get("require_serial") is True for hook in hooks)

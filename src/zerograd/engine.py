@@ -198,6 +198,7 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
     callees = {call.site: call.callee for function in program.functions for call in calls_of(function.body)}
     explained = {fid: {(_family(v.kind), v.chain) for v in verdicts} for fid, verdicts in found.items()}
     reported: dict[tuple[str, int], tuple[str, str, int, str, str]] = {}
+    first_step: dict[tuple[int, str], int] = {}  # (step function, optimizer) -> the step its ZG005 is at
     for fid, verdicts in found.items():
         function = program.functions[fid]
         for verdict in verdicts:
@@ -213,6 +214,15 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
                 # itself, in the hook, and a dropped clear as the override's (rules.md section 7).
                 label, site = "optimizer", verdict.chain[-1]
                 kind = "hook_never_cleared" if code == "ZG001" and len(verdict.chain) == 1 else kind
+            if code == "ZG005":
+                # One step function, one bug: reported once, at its first step (an AMP branch and
+                # a plain one each stepping the optimizer are not two).
+                key = (fid, verdict.target)
+                if key in first_step and _position(sites, first_step[key]) <= _position(sites, site):
+                    continue
+                if key in first_step:
+                    del reported[("ZG005", first_step[key])]
+                first_step[key] = site
             reported.setdefault((code, site), (label, kind, line, verdict.other, verdict.loss))
     # A clear right before the step also wipes accumulated micro-batches; ZG002 says it better.
     findings = [
@@ -223,6 +233,11 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
         and not (code == "ZG006" and any((leak, site) in reported for leak in ("ZG001", "ZG004", "ZG005")))
     ]
     return sorted(findings, key=lambda f: (f[1].line, f[1].col, f[1].code))
+
+
+def _position(sites: Locator, site: int) -> tuple[int, int]:
+    span = sites.locate(site)
+    return span.line, span.col
 
 
 def _family(kind: str) -> str:
