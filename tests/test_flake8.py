@@ -94,3 +94,21 @@ def test_plugin_import_does_not_import_libcst() -> None:
     code = "import sys, zerograd.flake8_plugin, zerograd.cli; print('libcst' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60)
     assert result.stdout.decode().strip() == "False"
+
+
+def test_flake8_reads_the_files_tool_zerograd(tmp_path: Path) -> None:
+    """issue 30: flake8 applies the [tool.zerograd] the CLI reads (names, per-file-ignores); its own
+    --zerograd-* options win."""
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.zerograd]\noptimizer-names = ["trainer_thing"]\n'
+        '[tool.zerograd.per-file-ignores]\n"legacy/*" = ["ZG001"]\n')
+    source = "for b in loader:\n    loss.backward()\n    trainer_thing.step()\n    trainer_thing.step()\n"
+    (tmp_path / "legacy").mkdir()
+    for name in ("train.py", "legacy/old.py"):
+        (tmp_path / name).write_text(source)
+    cli = zerograd("--no-cache", "train.py", "legacy/old.py", cwd=tmp_path).stdout.decode()
+    plugin = flake8("train.py", "legacy/old.py", cwd=tmp_path).stdout.decode()
+    assert "train.py:3:5: ZG001" in plugin and "old.py" not in plugin
+    assert [line.split(" ")[0] for line in plugin.splitlines()] == [line.split(" ")[0] for line in cli.splitlines()]
+    overridden = flake8("--zerograd-optimizer-names", "other", "train.py", cwd=tmp_path).stdout.decode()
+    assert overridden == ""
