@@ -11,7 +11,7 @@ mutant must be reported with the expected code on a line of the (mutated) site.
 Mutants that delete an optimizer's clears (delete-clear, drop-one-optimizer, hoist-clear,
 function-delete-clear) are not made for an optimizer built over a module another optimizer of the
 file is built over too: the other's clears clear its gradients, so its own are not the only ones
-(the gradients both apply twice are a miss of their own, noted in REALCODE.md).
+(what both then apply twice is another bug, fixtures/zg001_two_optimizers_one_module.py).
 Loops:
 - delete-clear: remove every `X.zero_grad()` of the loop (ZG001)
 - clear-before-step: move the clear to just before `X.step()`, after a backward (ZG002)

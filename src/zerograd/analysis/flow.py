@@ -27,6 +27,7 @@ NO_GUARD, OTHER_GUARD, ACCUM_GUARD, PARTIAL_WINDOW, SKIP_GUARD = 0, 1, 2, 3, 4
 MAX_RESIDUE = 2  # modular facts further from the current phase than this are forgotten
 OUT = -1  # first link of a chain that leads out of a callee, back into its caller
 HERE, BEFORE, DOUBTFUL = 0, 1, 2  # where gradients come from: this loop, before it, maybe cleared since
+TWICE = 3  # applied: by another optimizer over the same parameters (its step updated these weights)
 ALL = "*"  # the one set of an optimizer whose modules are not known
 SELF = "="  # the analysed optimizer (as the one that stepped first after a backward)
 
@@ -89,6 +90,7 @@ class Reading(NamedTuple):
     foreign: bool  # another optimizer stepped first on all of them (TD3's critic: its loss's)
     skip: Optional[Chain]  # the clear the applied gradients were kept from
     window: Window  # the backwards (with reach) in .grad, each with who stepped first after it
+    twice: Optional[str]  # all that is stale was applied by this other optimizer over the same parameters
 
 
 class State(NamedTuple):
@@ -127,8 +129,10 @@ def _read(held: Held) -> Reading:
     skips = {c.kept for c in held if c.applied and c.kept is not None}
     skip = max(skips, key=len) if skips else None  # a chain before (): the condition's clear
     window = frozenset((c.backward, c.first) for c in held if c.backward is not None and c.backward.reach is not None)
-    return Reading(any(c.applied for c in held), bool(unapplied), {BEFORE, HERE} <= origins, guard, counter,
-                   bool(unapplied) and all(c.first for c in unapplied), skip, window)
+    applied = [c for c in held if c.applied]
+    twice = min(c.first for c in applied) if applied and all(c.origin == TWICE for c in applied) else None
+    return Reading(bool(applied), bool(unapplied), {BEFORE, HERE} <= origins, guard, counter,
+                   bool(unapplied) and all(c.first for c in unapplied), skip, window, twice)
 
 
 START = State(frozenset(), None, frozenset())
@@ -146,6 +150,10 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         return State(_added(s.held, event if event.reach is not None else None), _refilled(s.removed), s.facts)
     if kind is Kind.STEP and event.target == target:
         return State(_applied(s.held), None, s.facts)
+    if kind is Kind.STEP and event.target is not None and _same_sets(event.target, target, links):
+        # Another optimizer over the very same parameters: its step applied these gradients to
+        # the weights this one's step updates again (the oracle's STALE).
+        return s._replace(held=_applied_by(s.held, event.target))
     if kind is Kind.STEP:
         # Another optimizer stepped on these gradients: they were its loss's (TD3's critic), so
         # skipping this optimizer's step afterwards is no accumulation.
@@ -170,6 +178,21 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind is Kind.MAYBE_CLEAR and target not in event.spares and not unrelated(event.target, target, links):
         return _maybe_cleared(s)
     return s
+
+
+def _same_sets(other: str, target: str, links: dict[str, frozenset[str]]) -> bool:
+    """Two optimizers known to be built over the same modules, neither holding the other (a
+    wrapper's inner optimizer) nor an entry of a collection."""
+    mine = links.get(target)
+    if not mine or links.get(other) != mine or "[" in other + target:
+        return False
+    return not (within(other, target) or within(target, other))
+
+
+@lru_cache(maxsize=CACHED)
+def _applied_by(held: Held, other: str) -> Held:
+    return frozenset(c if c.applied else Grad(c.part, True, TWICE, c.backward if _named(c) else None, c.first or other)
+                     for c in held)
 
 
 def _disjoint(other: str, target: str, links: dict[str, frozenset[str]]) -> bool:
@@ -503,6 +526,10 @@ def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_
     wiped = sorted({r.chain for r in removals if r.lost})
     found += [Verdict("frequency_mismatch", c, target, label) for c in wiped]
     leaking = [(s, s.read) for s in incoming if s.stale and s.pending]
+    twice = sorted({read.twice for _, read in leaking if read.twice})
+    if twice:
+        found.append(Verdict("applied_twice", chain, target, label, other=twice[0]))
+    leaking = [(s, read) for s, read in leaking if not read.twice]
     skipped = sorted({read.skip for _, read in leaking if read.skip})
     found += [Verdict("frequency_mismatch", c, target, label) for c in skipped]
     # Paths that leak without passing a skipped clear: the loop around the step never clears.

@@ -80,6 +80,7 @@ _CODE_OF_VERDICT = {
     "partially_cleared": "ZG001",
     "part_cleared": "ZG001",
     "leaked_in": "ZG001",
+    "applied_twice": "ZG001",
     "contaminated": "ZG006",
 }
 
@@ -101,6 +102,8 @@ _VARIANTS = {
     "those of {other}, which '{o}' also holds; call {o}.zero_grad() before backward() or after step()",
     "leaked_in": "the first {o}.step() of this loop also applies the gradients that the backward() at line "
     "{line}, before the loop, left in .grad; clear '{o}' before the loop or at the top of the loop",
+    "applied_twice": "{o}.step() applies again the gradients that {other}.step() already applied: both are "
+    "built over the same parameters; clear '{o}' before its own backward() or step only one of them",
     "leaked_in_unplaced": "the first {o}.step() of this loop also applies the gradients that a backward() "
     "before the loop left in .grad; clear '{o}' before the loop or at the top of the loop",
     "hook_never_cleared": "gradients of '{o}' are never cleared: the framework steps it every batch but this "
