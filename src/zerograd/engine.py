@@ -243,7 +243,8 @@ def _position(sites: Locator, site: int) -> tuple[int, int]:
 def _family(kind: str) -> str:
     """Leaks are one family: whether the caller's scope has a clear elsewhere (ZG004 rather than
     ZG001) does not make a leak the callee shows on its own the caller's."""
-    return "leak" if kind in ("never_cleared", "skipped_clear", "partially_cleared", "part_cleared", "leaked_in", "applied_twice") else kind
+    leaks = ("never_cleared", "skipped_clear", "partially_cleared", "part_cleared", "leaked_in", "applied_twice")
+    return "leak" if kind in leaks else kind
 
 
 def _syntax_error(source: str, reason: str, line: int, col: int) -> Finding:
