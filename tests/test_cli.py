@@ -187,3 +187,12 @@ def test_fixes_are_described_only_for_the_formats_that_print_them(
         assert main(["--format", fmt, path]) == 1
         out = capsys.readouterr().out
         assert "ZG001" in out and "ZG901" not in out
+
+
+def test_server_accepts_stdio_and_refuses_other_arguments() -> None:
+    """Editors' presets start language servers with `--stdio` (tests/test_server.py runs it so);
+    anything else is an error, not ignored."""
+    refused = run("server", "--tcp")
+    assert refused.returncode == 2 and b"--tcp" in refused.stderr
+    helped = run("server", "--help")
+    assert helped.returncode == 0 and b"--stdio" in helped.stdout

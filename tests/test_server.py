@@ -17,7 +17,7 @@ MISPLACED = ("import torch\nfor b in loader:\n    loss = model(b).sum()\n    los
              "    optimizer.zero_grad()\n    optimizer.step()\n")
 
 
-@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "zerograd", "server"]))
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=[sys.executable, "-m", "zerograd", "server", "--stdio"]))
 async def client(lsp_client: LanguageClient, tmp_path: Path) -> AsyncIterator[None]:
     (tmp_path / "pyproject.toml").write_text('[tool.zerograd]\nignore = ["ZG003"]\n')
     await lsp_client.initialize_session(types.InitializeParams(

@@ -81,10 +81,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def _server(argv: list[str]) -> int:
     """`zerograd server`: the language server, from the optional `server` extra."""
     if argv and argv[0] in ("-h", "--help"):
-        print("usage: zerograd server\n\nThe zerograd language server: LSP over standard input and output.")
+        print("usage: zerograd server [--stdio]\n\nThe zerograd language server: LSP over standard input and output "
+              "(--stdio, which editors' presets pass, is the default and only transport).")
         return EXIT_CLEAN
-    if argv:
-        print(f"zerograd: error: server takes no arguments (got {' '.join(argv)})", file=sys.stderr)
+    extra = [arg for arg in argv if arg != "--stdio"]
+    if extra:
+        print(f"zerograd: error: server takes no arguments but --stdio (got {' '.join(extra)})", file=sys.stderr)
         return EXIT_ERROR
     try:
         from .server import main as serve
