@@ -14,11 +14,11 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Protocol
 
-from .analysis.flow import Verdict
 from .analysis.graph import TooBig
 from .analysis.model import Finding, Settings, Span, calls_of
 from .analysis.rules import code_for, message
 from .analysis.summaries import CapReached
+from .analysis.verdicts import Verdict
 from .knowledge.frameworks import ALONE, HOOKS, Outside
 
 CHUNK_LINES = 2000

@@ -16,15 +16,15 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple, Optional
 
+from .conditions import Facts, assume, counted, shift
 from .graph import ArmEffect, BackEffect, Chain, EnterEffect, ExitEffect, RaiseEffect, covers, shares, unrelated
-from .keys import FLAG, INVARIANT, counter_of, related, within
-from .model import Event, Kind, Reach, Test
+from .keys import related, within
+from .model import Event, Kind
 
 # Why gradients no step applied passed a step of their optimizer: nothing, a branch not taken, an
 # accumulation condition, a partial window left by a loop, or a jump (`continue`, `return`) that
 # skipped the rest of the iteration: only the last leaves gradients behind for the next step (ZG004).
 NO_GUARD, OTHER_GUARD, ACCUM_GUARD, PARTIAL_WINDOW, SKIP_GUARD = 0, 1, 2, 3, 4
-MAX_RESIDUE = 2  # modular facts further from the current phase than this are forgotten
 OUT = -1  # first link of a chain that leads out of a callee, back into its caller
 HERE, BEFORE, DOUBTFUL = 0, 1, 2  # where gradients come from: this loop, before it, maybe cleared since
 TWICE = 3  # applied: by another optimizer over the same parameters (its step updated these weights)
@@ -75,7 +75,6 @@ def _refilled(removed: Optional[Removal]) -> Optional[Removal]:
 
 
 Held = frozenset[Grad]
-Facts = frozenset[tuple[str, int, bool]]
 Window = frozenset[tuple[Event, str]]
 
 
@@ -172,7 +171,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         # before the loop, which proves no leak.
         return s._replace(held=_doubted(s.held))
     if kind in (Kind.MOVE, Kind.SET) and event.target is not None:
-        return s._replace(facts=_counted(s.facts, event, kind is Kind.SET))
+        return s._replace(facts=counted(s.facts, event, kind is Kind.SET))
     if kind is Kind.BUILD and event.target == target:
         return s._replace(held=_unapplied(s.held))
     if kind is Kind.MAYBE_CLEAR and target not in event.spares and not unrelated(event.target, target, links):
@@ -320,13 +319,6 @@ def relink(held: Held, site: int) -> Held:
     return frozenset(c._replace(kept=relinked(c.kept, site)) if c.kept else c for c in held)
 
 
-def stepped(window: Window, by: str) -> Window:
-    """A step: the backwards no step has followed yet ran for `by`."""
-    if all(first for _, first in window):
-        return window
-    return frozenset((event, first or by) for event, first in window)
-
-
 def cross(effect: object, s: State, target: str) -> Optional[State]:
     if isinstance(effect, EnterEffect):
         if s.read.guard != NO_GUARD or not s.pending:
@@ -358,7 +350,7 @@ def _micro_for(steps: frozenset[str], target: str) -> bool:
 
 
 def _around(effect: BackEffect, s: State, micro: bool) -> State:
-    s = s._replace(facts=_shift(s.facts, effect))
+    s = s._replace(facts=shift(s.facts, effect))
     read = s.read
     if effect.closure and read.pending:
         # The step already used this evaluation's gradients; the next evaluation adds to them.
@@ -378,7 +370,7 @@ def _around(effect: BackEffect, s: State, micro: bool) -> State:
 def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
     test, arm = effect.test, effect.arm
     if test is not None and test.key is not None:
-        assumed = _assume(s.facts, test, (arm == 0) == test.positive)
+        assumed = assume(s.facts, test, (arm == 0) == test.positive)
         if assumed is None:
             return None
         s = s._replace(facts=assumed)
@@ -412,210 +404,3 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
         # The stale gradients are kept from the clear another arm makes.
         s = s._replace(held=_kept_from(s.held, elsewhere[0] if accumulation else ()))
     return s
-
-
-def _assume(facts: Facts, test: Test, value: bool) -> Optional[Facts]:
-    key, residue = test.key, test.residue
-    assert key is not None
-    modulus = _modulus(key)
-    if modulus is not None:
-        residue %= modulus  # `(i + 1) % 4 == 0` is the phase `i % 4 == 3`
-    excluded = set()
-    for fact_key, fact_residue, fact_value in facts:
-        if fact_key != key:
-            continue
-        if fact_residue == residue and fact_value != value:
-            return None
-        if fact_residue != residue and fact_value and value:
-            return None  # the counter cannot sit at two phases at once
-        if not fact_value:
-            excluded.add(fact_residue)
-    if not value and modulus is not None and len(excluded | {residue}) >= modulus:
-        return None  # every other phase is ruled out: the counter sits at this one
-    return facts | {(key, residue, value)}
-
-
-def _counted(facts: Facts, event: Event, to: bool) -> Facts:
-    """An object's wrapping counter or a flag (`event.target`, its key `event.label`) moved on by
-    `event.phase`, or set to it: what was known of its value moves along, or gives way."""
-    kept = set()
-    for key, residue, value in facts:
-        if counter_of(key) != event.target and key != event.label:
-            kept.add((key, residue, value))
-        elif not to and (moved := _moved(key, residue, event.phase)) is not None:
-            kept.add((key, moved, value))
-    if to:
-        modulus = _modulus(event.label)
-        kept.add((event.label, event.phase if modulus is None else event.phase % modulus, True))
-    return frozenset(kept)
-
-
-def _moved(key: str, residue: int, by: int) -> Optional[int]:
-    """A modular fact's residue after its counter moves `by`; None: forgotten (too far from the
-    current phase, where the modulus is not a literal)."""
-    modulus = _modulus(key)
-    if modulus is not None:
-        return (residue + by) % modulus
-    return residue + by if abs(residue + by) <= MAX_RESIDUE else None
-
-
-def _modulus(key: str) -> Optional[int]:
-    """The modulus of a modular key when it is a literal ("mod:i%4" -> 4)."""
-    if not key.startswith("mod:"):
-        return None
-    text = key.rpartition("%")[2]
-    return int(text) if text.isdigit() and 0 < int(text) <= 64 else None
-
-
-def _shift(facts: Facts, effect: BackEffect) -> Facts:
-    """Going around a loop: a fact holds until a name in it is assigned (reaching definitions);
-    a modular counter that moves on shifts its phase by one."""
-    if not facts:
-        return facts
-    kept = set()
-    for key, residue, value in facts:
-        if key.startswith(INVARIANT):
-            kept.add((key, residue, value))  # a knob: the same answer in every iteration
-        elif key.startswith(FLAG):
-            if not effect.everything:  # set by its assignments only (a step function's: a new call)
-                kept.add((key, residue, value))
-        elif key.startswith("mod:"):
-            counter = key[4:].partition("%")[0]
-            # Moved (or set) by the body itself, the counter's events have shifted it already.
-            moves = counter not in effect.shifted and (
-                effect.everything or counter in effect.moves or counter.split(".")[0] in effect.moves)
-            moved = _moved(key, residue, 1 if moves else 0)
-            if moved is not None:
-                kept.add((key, moved, value))
-        elif not effect.everything and not _mentions(key, effect.moves):
-            kept.add((key, residue, value))
-    return frozenset(kept)
-
-
-def _mentions(key: str, names: frozenset[str]) -> bool:
-    import re
-
-    # An attribute may be changed by any call (`accelerator.sync_gradients`): only facts about
-    # local names are known to hold until the loop assigns them.
-    words = set(re.findall(r"[A-Za-z_][A-Za-z_0-9.]*", key))
-    return "(" in key or "[" in key or any("." in w or w in names for w in words)
-
-
-# --- verdicts ------------------------------------------------------------------------------
-
-
-class Verdict(NamedTuple):
-    """A finding in the dataflow's own words; rules.py turns it into a coded message."""
-
-    kind: str  # never_cleared, skipped_clear, cleared_before_step, zeroed_before_step, frequency_mismatch
-    chain: Chain  # where it is reported, from the analysed scope down
-    target: str
-    label: str  # the optimizer as written
-    note: Optional[int] = None  # a site the message names (the partial clear, the other loss's backward)
-    other: str = ""  # the other optimizer the message names (ZG006)
-    loss: str = ""  # the other loss as written (ZG006)
-
-
-def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_clear: bool,
-               partial: Optional[Chain] = None, part: Optional[Chain] = None, modules: str = "") -> list[Verdict]:
-    """`partial`: a write of one parameter's .grad near the step; `part`: a clear of only some of
-    the optimizer's sets, `modules` (both name the clear that leaves the rest stale)."""
-    found = []
-    removals = {s.removed for s in incoming if s.removed is not None}
-    # LOST: a clear removed what an accumulation window held for this step (ZG003).
-    wiped = sorted({r.chain for r in removals if r.lost})
-    found += [Verdict("frequency_mismatch", c, target, label) for c in wiped]
-    leaking = [(s, s.read) for s in incoming if s.stale and s.pending]
-    twice = sorted({read.twice for _, read in leaking if read.twice})
-    if twice:
-        found.append(Verdict("applied_twice", chain, target, label, other=twice[0]))
-    leaking = [(s, read) for s, read in leaking if not read.twice]
-    skipped = sorted({read.skip for _, read in leaking if read.skip})
-    found += [Verdict("frequency_mismatch", c, target, label) for c in skipped]
-    # Paths that leak without passing a skipped clear: the loop around the step never clears.
-    unskipped = [read for _, read in leaking if not read.skip]
-    if not unskipped and has_clear and any(s.leaks for s in incoming):
-        # rules.md v3 LEAK: gradients a backward before the loop left reach this step, which
-        # applies them with the loop's own (the loop clears only after its step).
-        found.append(Verdict("leaked_in", chain, target, label))
-    if unskipped:
-        kind = "skipped_clear" if has_clear or any(read.skip == () for read in unskipped) else "never_cleared"
-        if kind == "never_cleared" and part is not None:
-            found.append(Verdict("part_cleared", chain, target, label, part[-1], other=modules))
-        elif kind == "never_cleared" and partial is not None:
-            found.append(Verdict("partially_cleared", chain, target, label, partial[0]))
-        else:
-            found.append(Verdict(kind, chain, target, label))
-    # EMPTY: on every path the step applies nothing, and some path's clear removed what it would have.
-    discards: list[Chain] = []
-    if not any(s.pending for s in incoming):
-        discards = sorted({r.chain for r in removals if r.empties})
-        found += [Verdict("cleared_before_step", c, target, label) for c in discards]
-    # Zeroed in place, a skipped update still moves the weights (momentum, weight decay); set to
-    # None, the optimizer skips every parameter without a gradient (rules.md section 4).
-    zeroed = sorted({r.chain for r in removals if r.zeroes} - set(discards))
-    found += [Verdict("zeroed_before_step", c, target, label) for c in zeroed]
-    return found
-
-
-# --- ZG006: another optimizer's loss in this one's parameters ---------------------------------
-
-
-def judge_contamination(chain: Chain, label: str, incoming: set[State], target: str,
-                        links: dict[str, frozenset[str]]) -> list[Verdict]:
-    """rules.md section 5, ZG006: a backward in the window of this step reaches modules of
-    `target` that the optimizer it ran for does not hold, and `target` has a loss of its own
-    here. "Ran for" needs evidence: (a) another optimizer stepped first after it, or (b) it is
-    the only loss that reaches that optimizer's modules, and `target`'s own loss leaves those out
-    on purpose (`.detach()`, `torch.no_grad()`)."""
-    mine = links.get(target)
-    if not mine:
-        return []
-    found: dict[int, Verdict] = {}
-    for s in incoming:
-        for event, other in _contaminations(stepped(s.read.window, SELF), target, mine, links):
-            found.setdefault(event.site, Verdict("contaminated", chain, target, label, event.site, other, event.label))
-    return [found[site] for site in sorted(found)]
-
-
-def _contaminations(window: Window, target: str, mine: frozenset[str],
-                    links: dict[str, frozenset[str]]) -> list[tuple[Event, str]]:
-    own = {event for event, first in window if first == SELF}
-    found = []
-    for event, first in window:
-        reach = event.reach
-        if reach is None:
-            continue
-        if first != SELF:  # (a)
-            theirs = links.get(first)
-            if theirs and _foreign(reach, mine, theirs) and own:
-                found.append((event, first))
-            continue
-        for other, theirs in links.items():  # (b)
-            if other == target or not theirs or not _foreign(reach, mine, theirs):
-                continue
-            alone = all(e is event or e.reach is None or not _touches(e.reach.modules, theirs) for e, _ in window)
-            if alone and any(_own_loss(e, mine, theirs) for e in own - {event}):
-                found.append((event, other))
-                break
-    return found
-
-
-def _touches(modules: frozenset[str], held: frozenset[str]) -> bool:
-    return any(related(m, held) for m in modules)
-
-
-def _foreign(reach: Reach, mine: frozenset[str], theirs: frozenset[str]) -> bool:
-    """The loss reaches modules of mine that the other optimizer does not hold, and the other's."""
-    return (_touches(reach.modules, theirs)
-            and any(related(m, mine) and not related(m, theirs) for m in reach.modules))
-
-
-def _own_loss(event: Event, mine: frozenset[str], theirs: frozenset[str]) -> bool:
-    """A loss that reaches only `mine` and is known to leave `theirs` out."""
-    reach = event.reach
-    if reach is None or not reach.modules or _touches(reach.modules, theirs):
-        return False
-    if not all(related(m, mine) for m in reach.modules):
-        return False
-    return not reach.opaque or _touches(reach.cut, theirs)

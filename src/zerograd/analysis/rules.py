@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from .flow import Verdict
+from .verdicts import Verdict
 
 
 @dataclass(frozen=True)

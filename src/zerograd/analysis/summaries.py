@@ -15,10 +15,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .flow import OUT, START, State, Verdict, cross, judge_contamination, judge_step, relink, relinked, transfer
+from .flow import OUT, START, State, cross, relink, relinked, transfer
 from .graph import Chain, Graph, Summary, summarize
 from .keys import INVARIANT, counter_of, rebase, rename, root_of
 from .model import Call, Event, Function, Kind, Program
+from .verdicts import Verdict, judge_contamination, judge_step
 
 MAX_WORK = 400_000  # state transfers per analysed scope and optimizer, callees included
 NOBODY = "<none>"  # the optimizer a callee cannot name: only its backward and unknown clears matter

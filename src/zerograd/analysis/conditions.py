@@ -1,0 +1,100 @@
+"""What is known of a path's conditions (rules.md section 4, condition facts): outcomes of keyed
+tests, held until a name in them is assigned (reaching definitions), and the phases of modular
+counters, which move as the counters do. flow.py reads and updates them on a path state."""
+
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from .graph import BackEffect
+from .keys import FLAG, INVARIANT, counter_of
+from .model import Event, Test
+
+MAX_RESIDUE = 2  # modular facts further from the current phase than this are forgotten
+Facts = frozenset[tuple[str, int, bool]]
+
+
+def assume(facts: Facts, test: Test, value: bool) -> Optional[Facts]:
+    key, residue = test.key, test.residue
+    assert key is not None
+    modulus = _modulus(key)
+    if modulus is not None:
+        residue %= modulus  # `(i + 1) % 4 == 0` is the phase `i % 4 == 3`
+    excluded = set()
+    for fact_key, fact_residue, fact_value in facts:
+        if fact_key != key:
+            continue
+        if fact_residue == residue and fact_value != value:
+            return None
+        if fact_residue != residue and fact_value and value:
+            return None  # the counter cannot sit at two phases at once
+        if not fact_value:
+            excluded.add(fact_residue)
+    if not value and modulus is not None and len(excluded | {residue}) >= modulus:
+        return None  # every other phase is ruled out: the counter sits at this one
+    return facts | {(key, residue, value)}
+
+
+def counted(facts: Facts, event: Event, to: bool) -> Facts:
+    """An object's wrapping counter or a flag (`event.target`, its key `event.label`) moved on by
+    `event.phase`, or set to it: what was known of its value moves along, or gives way."""
+    kept = set()
+    for key, residue, value in facts:
+        if counter_of(key) != event.target and key != event.label:
+            kept.add((key, residue, value))
+        elif not to and (moved := _moved(key, residue, event.phase)) is not None:
+            kept.add((key, moved, value))
+    if to:
+        modulus = _modulus(event.label)
+        kept.add((event.label, event.phase if modulus is None else event.phase % modulus, True))
+    return frozenset(kept)
+
+
+def _moved(key: str, residue: int, by: int) -> Optional[int]:
+    """A modular fact's residue after its counter moves `by`; None: forgotten (too far from the
+    current phase, where the modulus is not a literal)."""
+    modulus = _modulus(key)
+    if modulus is not None:
+        return (residue + by) % modulus
+    return residue + by if abs(residue + by) <= MAX_RESIDUE else None
+
+
+def _modulus(key: str) -> Optional[int]:
+    """The modulus of a modular key when it is a literal ("mod:i%4" -> 4)."""
+    if not key.startswith("mod:"):
+        return None
+    text = key.rpartition("%")[2]
+    return int(text) if text.isdigit() and 0 < int(text) <= 64 else None
+
+
+def shift(facts: Facts, effect: BackEffect) -> Facts:
+    """Going around a loop: a fact holds until a name in it is assigned (reaching definitions);
+    a modular counter that moves on shifts its phase by one."""
+    if not facts:
+        return facts
+    kept = set()
+    for key, residue, value in facts:
+        if key.startswith(INVARIANT):
+            kept.add((key, residue, value))  # a knob: the same answer in every iteration
+        elif key.startswith(FLAG):
+            if not effect.everything:  # set by its assignments only (a step function's: a new call)
+                kept.add((key, residue, value))
+        elif key.startswith("mod:"):
+            counter = key[4:].partition("%")[0]
+            # Moved (or set) by the body itself, the counter's events have shifted it already.
+            moves = counter not in effect.shifted and (
+                effect.everything or counter in effect.moves or counter.split(".")[0] in effect.moves)
+            moved = _moved(key, residue, 1 if moves else 0)
+            if moved is not None:
+                kept.add((key, moved, value))
+        elif not effect.everything and not _mentions(key, effect.moves):
+            kept.add((key, residue, value))
+    return frozenset(kept)
+
+
+def _mentions(key: str, names: frozenset[str]) -> bool:
+    # An attribute may be changed by any call (`accelerator.sync_gradients`): only facts about
+    # local names are known to hold until the loop assigns them.
+    words = set(re.findall(r"[A-Za-z_][A-Za-z_0-9.]*", key))
+    return "(" in key or "[" in key or any("." in w or w in names for w in words)
