@@ -21,6 +21,7 @@ from ..engine import PREFILTER, lint_source
 from ..project.cache import Cache, Group, content_hash
 from .config import Config
 from .notebook import NotebookError, read_notebook
+from .projects import contexts, fallback_for
 from .suppress import unsuppressed
 
 if TYPE_CHECKING:  # project.py imports libcst: only runs that link modules pay for it
@@ -102,37 +103,58 @@ def check_file(path: str, settings: Settings, describe: bool = True) -> FileResu
     return check_bytes(path, data, settings, describe)
 
 
-def _check_all(files: list[str], settings: Settings, describe: bool, jobs: int,
-               cache: Optional[Cache] = None) -> list[FileResult]:
-    """The parent reads every file and takes from the cache what it holds for a file's content;
-    the modules that call into each other's training functions are planned into groups and
-    checked together (project.py); of the rest, the parent checks those the prefilter clears
-    itself (most of them, in a tree of unrelated code). Groups and files that need parsing go
-    to the pool, the largest first so that no process is left alone with the big ones at the
-    end, and no pool starts for one."""
+def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings, describe: bool, jobs: int,
+               cache: Optional[Cache] = None, overrides: Optional[dict[str, bytes]] = None) -> list[FileResult]:
+    """`given`: each project's files to report and the project's other modules, read as context
+    (projects.py). The parent reads every file and takes from the cache what it holds for a
+    file's content; the modules that call into each other's training functions are planned into
+    groups (project.py), and those holding a given file are checked together; of the given files
+    in no group, the parent checks those the prefilter clears itself (most of them, in a tree of
+    unrelated code). Groups and files that need parsing go to the pool, the largest first so
+    that no process is left alone with the big ones at the end, and no pool starts for one."""
     done: list[FileResult] = []
     data: dict[str, bytes] = {}
-    for path in files:
-        content, error = read_file(path)
-        if content is None:
-            done.append(FileResult(path, error=error))
-        else:
-            data[path] = content
+    reported: list[str] = []
+    for files, context in given.values():
+        for path in files:
+            content, error = _read(path, overrides)
+            if content is None:
+                done.append(FileResult(path, error=error))
+            else:
+                data[path] = content
+                reported.append(path)
+        for path in context:
+            content, error = _read(path, overrides)
+            if content is not None:
+                data[path] = content
     stored = _Stored(cache, {p: content_hash(c) for p, c in data.items()} if cache else {}, settings, describe)
-    project, work, cached = _plan(data, stored)
+    planned = [_plan({p: data[p] for p in files + context if p in data}, stored, set(files))
+               for files, context in given.values()]
+    projects = {a: project for project, _, _ in planned if project is not None for a in project.units}
+    work = [group for _, todo, _ in planned for group in todo]
+    cached = [result for _, _, hits in planned for result in hits]
     gc.freeze()  # the plan's trees are acyclic: collections walking them would only cost time
     try:
-        return done + cached + _check_rest(data, stored, project, work, {r.path for r in cached}, jobs)
+        rest = _check_rest(data, reported, stored, projects, work, {r.path for r in cached}, jobs)
     finally:
         gc.unfreeze()
+    wanted = set(reported)
+    return done + [r for r in cached + rest if r.path in wanted]
 
 
-def _check_rest(data: dict[str, bytes], stored: _Stored, project: Optional[Project], work: list[list[str]],
-                taken: set[str], jobs: int) -> list[FileResult]:
+def _read(path: str, overrides: Optional[dict[str, bytes]]) -> tuple[Optional[bytes], Optional[str]]:
+    """The text the caller holds for `path` (stdin, an editor's buffer), else the file's bytes."""
+    if overrides and path in overrides:
+        return overrides[path], None
+    return read_file(path)
+
+
+def _check_rest(data: dict[str, bytes], reported: list[str], stored: _Stored, projects: dict[str, Project],
+                work: list[list[str]], taken: set[str], jobs: int) -> list[FileResult]:
     done: list[FileResult] = []
     settings, describe = stored.settings, stored.describe
     taken |= {p for group in work for p in group}
-    for path in (p for p in data if p not in taken):
+    for path in (p for p in reported if p not in taken):
         hit = stored.get(path, ())
         if hit is not None:
             done.append(FileResult(path, hit))
@@ -141,8 +163,8 @@ def _check_rest(data: dict[str, bytes], stored: _Stored, project: Optional[Proje
         else:
             done.append(stored.put(check_bytes(path, data[path], settings, describe), ()))
     work.sort(key=lambda paths: -sum(len(data[p]) for p in paths))
-    shared = _Shared(data, project, settings, describe)
-    pooled = jobs > 1 and len(work) > 1 and len(data) >= PARALLEL_THRESHOLD
+    shared = _Shared(data, projects, settings, describe)
+    pooled = jobs > 1 and len(work) > 1 and len(reported) >= PARALLEL_THRESHOLD
     for paths, results in _run(work, shared, min(jobs, len(work)) if pooled else 1):
         done += [stored.put(result, stored.group(paths)) for result in results]
     return done
@@ -153,18 +175,19 @@ class _Shared:
     """What every job reads: forked workers inherit it instead of receiving it pickled."""
 
     data: dict[str, bytes]
-    project: Optional[Project]
+    projects: dict[str, Project]  # each grouped module's (absolute path)
     settings: Settings
     describe: bool
 
     def check(self, paths: list[str]) -> list[FileResult]:
         """One file alone, or one group linked; a group that fails is checked module by module."""
-        if len(paths) > 1 and self.project is not None:
+        project = self.projects.get(os.path.abspath(paths[0]))
+        if len(paths) > 1 and project is not None:
             from ..project.linking import check_group
 
             try:
-                found = check_group(self.project, paths, self.settings)
-                return [FileResult(p, check_source(self.project.units[os.path.abspath(p)].text, self.settings,
+                found = check_group(project, paths, self.settings)
+                return [FileResult(p, check_source(project.units[os.path.abspath(p)].text, self.settings,
                                                    self.describe, found[p])) for p in paths]
             except Exception:  # noqa: BLE001 - a bug in linking must not lose the modules' own findings
                 pass
@@ -234,9 +257,11 @@ class _Stored:
         return result
 
 
-def _plan(data: dict[str, bytes], stored: _Stored) -> tuple[Optional[Project], list[list[str]], list[FileResult]]:
-    """The project, the groups of linked modules still to check, and the grouped modules'
-    findings the cache already holds; an unchanged tree takes its plan from the cache too."""
+def _plan(data: dict[str, bytes], stored: _Stored,
+          reported: set[str]) -> tuple[Optional[Project], list[list[str]], list[FileResult]]:
+    """One project's plan: the project, the groups of linked modules holding a reported file
+    still to check, and the findings the cache already holds of those that hold one; an
+    unchanged tree takes its plan from the cache too."""
     from ..project.plan import Index, Project
 
     if not any(PREFILTER.encode() in content for content in data.values()):
@@ -247,7 +272,8 @@ def _plan(data: dict[str, bytes], stored: _Stored) -> tuple[Optional[Project], l
     key = _state(Index(candidates), stored) if stored.cache else ""
     planned = stored.cache.plan(sorted(given), key) if stored.cache else None
     if planned is not None and all(a in given for group in planned for a in group):
-        hits = [_cached_group([given[a] for a in group], stored) for group in planned]
+        wanted = [[given[a] for a in group] for group in planned]
+        hits = [_cached_group(group, stored) for group in wanted if not reported.isdisjoint(group)]
         if all(hit is not None for hit in hits):
             return None, [], [result for hit in hits for result in hit or []]
     texts: dict[str, str] = {}
@@ -265,7 +291,7 @@ def _plan(data: dict[str, bytes], stored: _Stored) -> tuple[Optional[Project], l
         stored.cache.store_plan(sorted(given), key, [[os.path.abspath(p) for p in g] for g in groups])
     cached: list[FileResult] = []
     todo = []
-    for group in groups:
+    for group in (g for g in groups if not reported.isdisjoint(g)):
         hit = _cached_group(group, stored)
         if hit is None:
             todo.append(group)
@@ -334,17 +360,28 @@ def _is_virtualenv(folder: str) -> bool:
 
 
 def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: int = 1,
-               config: Optional[Config] = None, force_exclude: bool = False,
-               describe: bool = True, cache: Optional[Cache] = None) -> list[FileResult]:
-    """Check files and directories; results sorted by path, per-file ignores applied;
-    `describe=False` leaves fix descriptions out (they cost a second parse); `cache`: findings
-    of unchanged files are read from it, and what is found is written to it."""
+               config: Optional[Config] = None, force_exclude: bool = False, describe: bool = True,
+               cache: Optional[Cache] = None, overrides: Optional[dict[str, bytes]] = None) -> list[FileResult]:
+    """Check files and directories, each in its project's context (projects.py); results sorted
+    by path, per-file ignores applied; `describe=False` leaves fix descriptions out (they cost a
+    second parse); `cache`: findings of unchanged files are read from it, and what is found is
+    written to it; `overrides`: text that stands in for a file's (stdin, an editor's buffer)."""
     config = config or Config()
     settings = settings or config.settings
-    found = list(discover(list(paths), config, force_exclude))
-    results = [FileResult(path, error=error) for path, error in found if error]
-    files = sorted({path for path, error in found if not error})
-    results += _check_all(files, settings, describe, jobs, cache)
+    results: list[FileResult] = []
+    arguments: dict[str, str] = {}  # each file found -> the argument it was found from
+    for argument in paths:
+        if overrides and argument in overrides:
+            arguments.setdefault(argument, argument)
+            continue
+        for path, error in discover([argument], config, force_exclude):
+            if error:
+                results.append(FileResult(path, error=error))
+            else:
+                arguments.setdefault(path, argument)
+    pairs = sorted((path, fallback_for(path, argument)) for path, argument in arguments.items())
+    results += _check_all(contexts(pairs, lambda root: _walk(root, config)), settings, describe, jobs, cache,
+                          overrides)
     for result in results:
         ignored = config.ignored_for(result.path)
         if ignored:

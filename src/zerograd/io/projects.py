@@ -1,0 +1,88 @@
+"""Which modules a run reads besides the files it reports (interface.md v3, "Whole projects and
+the cache"): a file's findings depend on the modules of its project that the plan links with it,
+so every route (`zerograd FILE`, a pre-commit batch, flake8, stdin, the editor) reads the whole
+project as context and reports only the files it was given.
+
+The project of a file is the nearest folder above it that holds a `pyproject.toml`, `setup.cfg`,
+`setup.py` or `.git`; without one, the folder the run was pointed at (the directory argument the
+file was found under; for a file named on its own, the working directory when the file is inside
+it, else the file's folder).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+
+MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
+# A "project" this large is a home folder under git or a monorepo root, not a training project:
+# reading it on every one-file run would make the route unusable, so its files are linked only
+# with each other (the files given), and the run says so.
+MAX_CONTEXT = 20_000
+
+
+@dataclass
+class Projects:
+    """The roots found in one run, each folder looked up once."""
+
+    roots: dict[str, str] = field(default_factory=dict)  # folder -> its project's root ("" : none)
+
+    def root_of(self, path: str, fallback: str) -> str:
+        folder = os.path.dirname(os.path.abspath(path))
+        found = self._marked(folder)
+        return found or os.path.abspath(fallback)
+
+    def _marked(self, folder: str) -> str:
+        seen = []
+        found = ""
+        while True:
+            if folder in self.roots:
+                found = self.roots[folder]
+                break
+            seen.append(folder)
+            if any(os.path.exists(os.path.join(folder, marker)) for marker in MARKERS):
+                found = folder
+                break
+            parent = os.path.dirname(folder)
+            if parent == folder:
+                break
+            folder = parent
+        for visited in seen:
+            self.roots[visited] = found
+        return found
+
+
+def fallback_for(path: str, argument: str) -> str:
+    """The folder a file's project falls back to without a marker: the directory argument it was
+    found under, else the working directory when the file lies inside it, else its folder."""
+    if argument != path:
+        return argument
+    here = os.getcwd()
+    absolute = os.path.abspath(path)
+    return here if absolute.startswith(os.path.join(here, "")) else os.path.dirname(absolute)
+
+
+def contexts(given: Iterable[tuple[str, str]], walk: Callable[[str], Iterator[str]]) -> dict[str, tuple[list[str], list[str]]]:
+    """Root -> (the given files of its project, the project's other Python modules), for the
+    given (path, fallback) pairs; `walk` lists a folder's files without the excluded ones. A
+    project over MAX_CONTEXT modules gets no context (see above)."""
+    projects = Projects()
+    found: dict[str, tuple[list[str], list[str]]] = {}
+    for path, fallback in given:
+        root = projects.root_of(path, fallback)
+        if root not in found:
+            found[root] = ([], [])
+        found[root][0].append(path)
+    for root, (files, context) in found.items():
+        named = {os.path.abspath(path) for path in files}
+        for module in walk(root):
+            if module.endswith(".py") and os.path.abspath(module) not in named:
+                context.append(module)
+                if len(context) > MAX_CONTEXT:
+                    print(f"zerograd: warning: {root} holds over {MAX_CONTEXT} Python files; "
+                          "only the files given are linked with each other", file=sys.stderr)
+                    context.clear()
+                    break
+    return found
