@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from zerograd.io.files import lint_paths
-from zerograd.project.plan import Index, Project, imports_of
+from zerograd.project.index import Index, imports_of
+from zerograd.project.plan import Project
 
 
 def test_imports_of_reads_every_form() -> None:

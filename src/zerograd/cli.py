@@ -74,7 +74,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     jobs = max(1, args.jobs)
     results = lint_paths(files, config.settings, jobs, config, args.force_exclude, describe, cache) if files else []
     if "-" in args.paths:
-        results.append(_stdin_result(args.stdin_filename or "-", config, describe))
+        results += _stdin_results(args.stdin_filename or "-", config, describe, cache)
     return _report(results, selection, args)
 
 
@@ -145,15 +145,19 @@ def _split(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
 
 
-def _stdin_result(name: str, config: Config, describe: bool) -> FileResult:
+def _stdin_results(name: str, config: Config, describe: bool, cache: Optional[Cache]) -> list[FileResult]:
+    """Standard input as the file `name` of its project (the modules it links with read from
+    disk, interface.md v3); without a name, a module alone."""
     try:
         data = sys.stdin.buffer.read()
     except (OSError, ValueError, AttributeError) as error:
-        return FileResult(name, error=f"cannot read standard input: {error}")
+        return [FileResult(name, error=f"cannot read standard input: {error}")]
+    if name != "-":
+        return lint_paths([name], config.settings, 1, config, False, describe, cache, overrides={name: data})
     result = check_bytes(name, data, config.settings, describe)
     ignored = config.ignored_for(name)
     result.findings = [f for f in result.findings if not (ignored and f.code.startswith(ignored))]
-    return result
+    return [result]
 
 
 def _report(results: list[FileResult], selection: Selection, args: argparse.Namespace) -> int:

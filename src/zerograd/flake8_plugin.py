@@ -1,10 +1,10 @@
 """The flake8 adapter: the engine knows nothing of flake8; this maps findings to flake8 tuples.
 
 libcst is imported inside run() only (through the engine's prefilter), so flake8 starts as fast
-with the plugin installed as without it. flake8 hands over one file at a time: a module whose
-findings depend on other modules (project.py) gets them from the cache a `zerograd` run left,
-when that entry still matches the file and every module it was linked with; otherwise the
-module is analysed alone.
+with the plugin installed as without it. flake8 hands over one file at a time; the file is
+checked as `zerograd FILE` checks it (interface.md v3): in its project's context, flake8's text
+standing in for the file's, with the cache the CLI run from the file's project uses (so the
+context costs a hash of the project's files once a run has seen them).
 
 The file's `[tool.zerograd]` (the pyproject.toml found from the file up) applies as it does to the
 CLI: its `optimizer-names` and `not-optimizer-names` unless flake8's own `--zerograd-*` options
@@ -14,7 +14,9 @@ are given (those win), and its `per-file-ignores`.
 from __future__ import annotations
 
 import ast
+import io
 import os
+import tokenize
 from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any, Optional
@@ -60,7 +62,7 @@ class ZeroGradPlugin:
         config = _config(os.path.dirname(os.path.abspath(self.filename))) if on_disk else None
         settings = self._settings(config)
         try:
-            findings = self._cached(settings) if on_disk else None
+            findings = self._in_project(config, settings) if on_disk else None
             if findings is None:
                 findings = lint_source("".join(self.lines), settings, self.tree)
         except Exception as error:  # noqa: BLE001 - flake8 must never see a traceback from us
@@ -78,30 +80,30 @@ class ZeroGradPlugin:
         return Settings(self.settings.optimizer_names or config.optimizer_names,
                         self.settings.not_optimizer_names or config.not_optimizer_names)
 
-    def _cached(self, settings: Settings) -> Optional[list[Finding]]:
-        """The findings a `zerograd` run cached for this file, if it and the modules it was
-        linked with are unchanged on disk and flake8 checks the file as it is on disk."""
-        from .io.files import decode, read_file
-        from .project.cache import Cache, content_hash
+    def _in_project(self, config: Optional[Config], settings: Settings) -> Optional[list[Finding]]:
+        """The file's findings in its project, as the CLI gives them; None when flake8's text
+        cannot be given the file's encoding (then it is analysed alone)."""
+        from .io.files import lint_paths
+        from .project.cache import Cache
 
-        path = os.path.abspath(self.filename)
-        folder = _cache_folder(os.path.dirname(path))
-        entry = Cache(folder, settings).entry(path) if folder is not None else None
-        if entry is None:
+        data = _encoded("".join(self.lines))
+        if data is None:
             return None
-        data, _ = read_file(path)
-        if data is None or content_hash(data) != entry.sha:
-            return None
-        try:
-            if decode(data).lstrip("\ufeff") != "".join(self.lines).lstrip("\ufeff"):
-                return None  # flake8 was given other text for this name
-        except (SyntaxError, UnicodeDecodeError, LookupError):
-            return None
-        for member, sha in entry.group:
-            other, _ = read_file(member)
-            if other is None or content_hash(other) != sha:
-                return None  # a module it was linked with changed since: analyse it alone
-        return entry.findings
+        folder = _cache_folder(os.path.dirname(os.path.abspath(self.filename)))
+        results = lint_paths([self.filename], settings, 1, config or Config(), describe=False,
+                             cache=Cache(folder, settings), overrides={self.filename: data})
+        mine = [result for result in results if result.path == self.filename]
+        return mine[0].findings if mine and mine[0].error is None else None
+
+
+def _encoded(text: str) -> Optional[bytes]:
+    """flake8's decoded text as bytes that decode back to it (its PEP 263 cookie honoured)."""
+    head = "".join(text.splitlines(keepends=True)[:2]).encode("utf-8", "replace")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(head).readline)
+        return text.encode("utf-8" if encoding == "utf-8-sig" else encoding)
+    except (SyntaxError, LookupError, UnicodeError):
+        return None
 
 
 @cache
@@ -118,7 +120,7 @@ def _config(folder: str) -> Optional[Config]:
 
 
 @cache
-def _cache_folder(folder: str) -> Optional[str]:
+def _cache_folder(folder: str) -> str:
     """Where the CLI run from the same place keeps its cache (config found from the file up)."""
     from .project.cache import cache_folder
 

@@ -24,8 +24,9 @@ from .notebook import NotebookError, read_notebook
 from .projects import contexts, fallback_for
 from .suppress import unsuppressed
 
-if TYPE_CHECKING:  # project.py imports libcst: only runs that link modules pay for it
-    from ..project.plan import Index, Project
+if TYPE_CHECKING:  # plan.py imports libcst: only runs that make a plan pay for it
+    from ..project.index import Index
+    from ..project.plan import Project
 
 PARALLEL_THRESHOLD = 16  # below this many files a process pool costs more than it saves
 SUFFIXES = (".py", ".ipynb")
@@ -262,7 +263,7 @@ def _plan(data: dict[str, bytes], stored: _Stored,
     """One project's plan: the project, the groups of linked modules holding a reported file
     still to check, and the findings the cache already holds of those that hold one; an
     unchanged tree takes its plan from the cache too."""
-    from ..project.plan import Index, Project
+    from ..project.index import Index
 
     if not any(PREFILTER.encode() in content for content in data.values()):
         return None, [], []  # nothing can backpropagate: no module to link
@@ -276,6 +277,8 @@ def _plan(data: dict[str, bytes], stored: _Stored,
         hits = [_cached_group(group, stored) for group in wanted if not reported.isdisjoint(group)]
         if all(hit is not None for hit in hits):
             return None, [], [result for hit in hits for result in hit or []]
+    from ..project.plan import Project  # imports libcst: only a plan to make pays for it
+
     texts: dict[str, str] = {}
     for path in candidates:
         try:

@@ -1,0 +1,102 @@
+"""Module names and imports of a project's files, read from text alone (no parse, no libcst):
+what a run needs to tell whether the cached plan still holds (io/files.py), and what the
+planner (plan.py) starts from."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Optional
+
+# `import a.b as c, d` and `from .a import (b as c, d)` at the start of a line.
+_IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)
+_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)", re.M)
+
+
+@dataclass(frozen=True)
+class Imported:
+    module: str  # as written: `pkg.mod`, `.mod`, `..`
+    name: Optional[str]  # `from module import name`; None for `import module`
+    local: str  # the name it is bound to here
+
+
+def imports_of(text: str) -> list[Imported]:
+    """The module-level and nested imports of a text, without parsing it."""
+    found = []
+    for match in _IMPORT.finditer(text):
+        for part in match.group(1).split(","):
+            words = part.split()
+            if words:
+                local = words[2] if len(words) == 3 and words[1] == "as" else words[0].split(".")[0]
+                found.append(Imported(words[0], None, local))
+    for match in _FROM.finditer(text):
+        for part in match.group(2).strip("()").replace("\\", " ").split(","):
+            words = part.split()
+            if words and words[0] != "*":
+                found.append(Imported(match.group(1), words[0], words[2] if len(words) == 3 else words[0]))
+    return found
+
+
+class Index:
+    """Module names of the project's files: `a/b/c.py` is `b.c` when `a/b` holds an
+    `__init__.py` and `a` does not, and `c` for a script; relative imports go by folders."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.paths = {os.path.abspath(p): p for p in paths if p.endswith(".py")}
+        self.packages: dict[str, bool] = {}
+        self._memo: dict[tuple[str, str], Optional[str]] = {}
+        self.names: dict[str, list[str]] = {}
+        self.roots: dict[str, str] = {}
+        for absolute in self.paths:
+            name, root = self._name(absolute)
+            self.names.setdefault(name, []).append(absolute)
+            self.roots[absolute] = root
+
+    def _is_package(self, folder: str) -> bool:
+        if folder not in self.packages:
+            self.packages[folder] = os.path.isfile(os.path.join(folder, "__init__.py"))
+        return self.packages[folder]
+
+    def _name(self, absolute: str) -> tuple[str, str]:
+        folder, base = os.path.split(absolute)
+        parts = [] if base == "__init__.py" else [base[:-3]]
+        while self._is_package(folder) and os.path.dirname(folder) != folder:
+            folder, package = os.path.split(folder)
+            parts.insert(0, package)
+        return ".".join(parts), folder
+
+    def module(self, importer: str, name: str) -> Optional[str]:
+        """The project file (absolute path) that `name`, imported in `importer`, refers to."""
+        key = (os.path.dirname(importer) if name.startswith(".") else self.roots.get(importer, ""), name)
+        if key not in self._memo:
+            self._memo[key] = self._module(importer, name)
+        return self._memo[key]
+
+    def _module(self, importer: str, name: str) -> Optional[str]:
+        level = len(name) - len(name.lstrip("."))
+        if level:
+            folder = os.path.dirname(importer)
+            for _ in range(level - 1):
+                folder = os.path.dirname(folder)
+            rest = [p for p in name[level:].split(".") if p]
+            base = os.path.join(folder, *rest)
+            for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+                if candidate in self.paths:
+                    return candidate
+            return None
+        found = self.names.get(name, [])
+        if len(found) > 1:  # the same name in two trees: the importer's own
+            found = [p for p in found if self.roots[p] == self.roots.get(importer)]
+        return found[0] if len(found) == 1 else None
+
+    def split(self, importer: str, qualified: str) -> Optional[tuple[str, list[str]]]:
+        """`pkg.mod.f` -> (the file of `pkg.mod`, ["f"]): the longest prefix that is a module."""
+        level = len(qualified) - len(qualified.lstrip("."))
+        parts = qualified[level:].split(".")
+        for cut in range(len(parts), -1 if level else 0, -1):
+            found = self.module(importer, "." * level + ".".join(parts[:cut]))
+            if found is not None:
+                return found, parts[cut:]
+        return None
