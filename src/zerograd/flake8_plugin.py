@@ -14,9 +14,7 @@ are given (those win), and its `per-file-ignores`.
 from __future__ import annotations
 
 import ast
-import io
 import os
-import tokenize
 from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any, Optional
@@ -83,10 +81,10 @@ class ZeroGradPlugin:
     def _in_project(self, config: Optional[Config], settings: Settings) -> Optional[list[Finding]]:
         """The file's findings in its project, as the CLI gives them; None when flake8's text
         cannot be given the file's encoding (then it is analysed alone)."""
-        from .io.files import lint_paths
+        from .io.files import encoded, lint_paths
         from .project.cache import Cache
 
-        data = _encoded("".join(self.lines))
+        data = encoded("".join(self.lines))
         if data is None:
             return None
         folder = _cache_folder(os.path.dirname(os.path.abspath(self.filename)))
@@ -94,16 +92,6 @@ class ZeroGradPlugin:
                              cache=Cache(folder, settings), overrides={self.filename: data})
         mine = [result for result in results if result.path == self.filename]
         return mine[0].findings if mine and mine[0].error is None else None
-
-
-def _encoded(text: str) -> Optional[bytes]:
-    """flake8's decoded text as bytes that decode back to it (its PEP 263 cookie honoured)."""
-    head = "".join(text.splitlines(keepends=True)[:2]).encode("utf-8", "replace")
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(head).readline)
-        return text.encode("utf-8" if encoding == "utf-8-sig" else encoding)
-    except (SyntaxError, LookupError, UnicodeError):
-        return None
 
 
 @cache

@@ -3,8 +3,11 @@
 Diagnostics on open and save, and on change after a pause in typing; a `quickfix` per fixable
 finding and `source.fixAll.zerograd`; `[tool.zerograd]` from the nearest pyproject.toml of each
 document; notebooks through notebook-document sync (their code cells joined as `.ipynb` files
-are). Linting never raises (check_source turns an internal error into ZG901), and a handler that
-fails anyway logs and leaves the session running.
+are). A document is checked as `zerograd FILE` checks its file (interface.md v3): in its
+project's context, every open buffer's unsaved text standing in for its file; so a change in one
+buffer re-checks the other open documents, and those whose findings changed are re-published.
+Linting never raises (check_source turns an internal error into ZG901), and a handler that fails
+anyway logs and leaves the session running.
 """
 
 from __future__ import annotations
@@ -22,10 +25,11 @@ from pygls.workspace import TextDocument
 
 from .analysis.model import Finding
 from .io.config import Config, ConfigError, Selection, find_pyproject, load_config
-from .io.files import check_source
+from .io.files import check_source, encoded, lint_paths
 from .io.fix import fix_source, try_fix
 from .io.notebook import blank_magics
 from .io.report import INFORMATION_URI
+from .project.cache import Cache, cache_folder
 from .version import __version__
 
 DEBOUNCE_SECONDS = 0.3  # a pause in typing this long re-lints the document
@@ -59,14 +63,36 @@ def path_of(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme == "file" else ""
 
 
-def lint(uri: str, source: str) -> Linted:
-    config = config_for(uri)
-    selection = Selection(config.select or Selection().select, config.ignore, config.extend_select)
-    path = path_of(uri)
-    ignored = config.ignored_for(path) if path else ()
-    findings = [f for f in check_source(source, config.settings)
-                if selection.allows(f.code) and not (ignored and f.code.startswith(ignored))]
-    return Linted(source, findings, config)
+def lint(uri: str, source: str, buffers: Optional[dict[str, str]] = None) -> Linted:
+    """One document's findings; `buffers`: the open documents' text (uri -> text)."""
+    return lint_all({uri: source}, buffers or {})[uri]
+
+
+def lint_all(documents: dict[str, str], buffers: dict[str, str]) -> dict[str, Linted]:
+    """The documents' findings, each file in its project with the open buffers standing in for
+    their files; a document without a file (untitled) alone. One run per config."""
+    found: dict[str, Linted] = {}
+    by_config: dict[Config, list[str]] = {}
+    for uri in documents:
+        by_config.setdefault(config_for(uri), []).append(uri)
+    overrides = {path_of(u): data for u, text in {**buffers, **documents}.items()
+                 if path_of(u) and not path_of(u).endswith(".ipynb") and (data := encoded(text)) is not None}
+    for config, uris in by_config.items():
+        selection = Selection(config.select or Selection().select, config.ignore, config.extend_select)
+        on_disk = [u for u in uris if path_of(u) in overrides]
+        results = {}
+        if on_disk:
+            cache = Cache(cache_folder(None, config.cache_dir, str(config.root)), config.settings)
+            results = {r.path: r for r in lint_paths([path_of(u) for u in on_disk], config.settings, 1, config,
+                                                       cache=cache, overrides=overrides)}
+        for uri in uris:
+            result = results.get(path_of(uri))
+            path = path_of(uri)
+            ignored = config.ignored_for(path) if path else ()
+            findings = check_source(documents[uri], config.settings) if result is None else result.findings
+            kept = [f for f in findings if selection.allows(f.code) and not (ignored and f.code.startswith(ignored))]
+            found[uri] = Linted(documents[uri], kept, config)
+    return found
 
 
 def diagnostic(finding: Finding, lines: Sequence[str], document: Optional[TextDocument] = None,
@@ -130,31 +156,43 @@ class ZeroGradServer(LanguageServer):
         self.linted: dict[str, Linted] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
 
+    def buffers(self) -> dict[str, str]:
+        """The open text documents but notebook cells (a cell is no module of the project)."""
+        return {uri: document.source for uri, document in list(self.workspace.text_documents.items())
+                if self.workspace.get_notebook_document(cell_uri=uri) is None}
+
     def publish_text(self, uri: str) -> None:
-        """Lint in a worker thread, so that a long file does not hold up the other requests."""
+        """Lint the document with the other open ones (its text may change what they link
+        with) in a worker thread, so that a long file does not hold up the other requests."""
         try:
-            source = self.workspace.get_text_document(uri).source
+            buffers = self.buffers()
+            if uri not in buffers:
+                return
         except Exception:
             log.exception("zerograd: cannot read %s", uri)
             return
-        future = asyncio.get_running_loop().run_in_executor(None, lint, uri, source)
-        future.add_done_callback(lambda done: self._publish_linted(uri, source, done))
+        future = asyncio.get_running_loop().run_in_executor(None, lint_all, buffers, buffers)
+        future.add_done_callback(lambda done: self._publish_linted(uri, buffers, done))
 
-    def _publish_linted(self, uri: str, source: str, done: asyncio.Future[Linted]) -> None:
-        """Back on the event loop: publish, unless the text has moved on (a newer lint is on its
-        way) or the document was closed meanwhile."""
-        if done.cancelled() or uri not in self.workspace.text_documents:
+    def _publish_linted(self, uri: str, sources: dict[str, str], done: asyncio.Future[dict[str, Linted]]) -> None:
+        """Back on the event loop: publish the document, and each other one whose findings
+        changed; not one whose text has moved on (a newer lint is on its way) or was closed."""
+        if done.cancelled():
             return
         if done.exception() is not None:
             log.error("zerograd: could not lint %s: %s", uri, done.exception())
             return
-        document = self.workspace.get_text_document(uri)
-        if document.source != source:
-            return
-        linted = self.linted[uri] = done.result()
-        found = [diagnostic(f, document.lines, document) for f in linted.findings]
-        self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=found,
-                                                                             version=document.version))
+        for other, linted in done.result().items():
+            if other not in self.workspace.text_documents:
+                continue
+            document = self.workspace.get_text_document(other)
+            before = self.linted.get(other)
+            if document.source != sources[other] or before == linted and other != uri:
+                continue
+            self.linted[other] = linted
+            found = [diagnostic(f, document.lines, document) for f in linted.findings]
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
+                uri=other, diagnostics=found, version=document.version))
 
     def publish_notebook(self, uri: str) -> None:
         """The code cells joined as the CLI joins an .ipynb's, diagnostics sent to each cell."""
@@ -218,6 +256,9 @@ def did_close(ls: ZeroGradServer, params: types.DidCloseTextDocumentParams) -> N
     if waiting is not None:
         waiting.cancel()
     ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+    others = [other for other in ls.buffers() if other != uri]
+    if others:  # the file on disk stands in for the closed buffer's text now
+        ls.publish_text(others[0])
 
 
 @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
@@ -247,7 +288,7 @@ def code_action(ls: ZeroGradServer, params: types.CodeActionParams) -> list[type
         document = ls.workspace.get_text_document(uri)
         linted = ls.linted.get(uri)
         if linted is None or linted.source != document.source:
-            linted = ls.linted[uri] = lint(uri, document.source)
+            linted = ls.linted[uri] = lint(uri, document.source, ls.buffers())
         return code_actions(uri, linted, params.context.diagnostics, params.context.only)
     except Exception:
         log.exception("zerograd: no code actions for %s", uri)

@@ -45,6 +45,17 @@ def decode(data: bytes) -> str:
     return data.decode(encoding)
 
 
+def encoded(text: str) -> Optional[bytes]:
+    """Decoded text (an editor's buffer, flake8's lines) as bytes that `decode` turns back into
+    it, its PEP 263 cookie honoured; None when the cookie's encoding cannot hold the text."""
+    head = "".join(text.splitlines(keepends=True)[:2]).encode("utf-8", "replace")
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(head).readline)
+        return text.encode("utf-8" if encoding == "utf-8-sig" else encoding)
+    except (SyntaxError, LookupError, UnicodeError):
+        return None
+
+
 def _problem(reason: str, line: int = 1) -> Finding:
     return Finding("ZG900", message("ZG900", reason), Span(line, 0, line, 0))
 
