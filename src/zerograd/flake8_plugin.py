@@ -59,8 +59,11 @@ class ZeroGradPlugin:
         on_disk = bool(self.filename) and self.filename not in ("-", "stdin")
         config = _config(os.path.dirname(os.path.abspath(self.filename))) if on_disk else None
         settings = self._settings(config)
+        # A notebook's Python (nbQA, editors) is no module of the project: checked alone, as the
+        # CLI checks notebooks.
+        linked = on_disk and not self.filename.endswith(".ipynb")
         try:
-            findings = self._in_project(config, settings) if on_disk else None
+            findings = self._in_project(config, settings) if linked else None
             if findings is None:
                 findings = lint_source("".join(self.lines), settings, self.tree)
         except Exception as error:  # noqa: BLE001 - flake8 must never see a traceback from us
@@ -107,9 +110,9 @@ def _config(folder: str) -> Optional[Config]:
         return None
 
 
-@cache
 def _cache_folder(folder: str) -> str:
-    """Where the CLI run from the same place keeps its cache (config found from the file up)."""
+    """Where the CLI run from the same place keeps its cache (config found from the file up; the
+    environment read each time, as the CLI reads it)."""
     from .project.cache import cache_folder
 
     config = _config(folder)
