@@ -93,7 +93,7 @@ def test_bad_entries_are_ignored_and_rewritten(capsys: pytest.CaptureFixture[str
     folder = split.parent / ".zerograd_cache"
     cold = cli(capsys, "split")
     entries = _entries(folder)
-    assert len(entries) == 6  # five modules and one plan
+    assert len(entries) == 11  # five modules, the five outlines the plan read, and the plan
     contents = [e.read_bytes() for e in entries]
     for number, entry in enumerate(entries):
         data = contents[number]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from zerograd.io.files import lint_paths
@@ -47,3 +48,54 @@ def test_a_module_alone_is_not_grouped(tmp_path: Path) -> None:
     (tmp_path / "b.py").write_text("import a\nprint(a)\n")
     texts = {str(p): p.read_text() for p in tmp_path.iterdir()}
     assert Project(texts).plan() == []
+
+
+def test_imports_are_found_as_a_search_from_every_position_finds_them() -> None:
+    """index._matches tries only the starts of lines holding `import`; it must find what
+    finditer finds: continued parentheses, two on a line, CRLF, `import` inside other words."""
+    from zerograd.project.index import _FROM, _IMPORT, _matches
+
+    text = ("import a, b as c\r\nfrom .x import (y,\n    z as w)\nx = 'reimport'; import q\n"
+            "  from p.q import r  # nested\nfrom s import (t,\nimport u)\nimportlib = 1\nfrom v import *\n")
+    plain, froms = _matches(text)
+    assert [m.group(0) for m in plain] == [m.group(0) for m in _IMPORT.finditer(text)]
+    assert [m.group(0) for m in froms] == [m.group(0) for m in _FROM.finditer(text)]
+    assert len(plain) == 2 and len(froms) == 4
+
+
+def test_calls_on_a_prefix_need_a_word_boundary() -> None:
+    from zerograd.project.plan import Unit
+
+    text = "steps.update(x)\nmysteps.other(y)\nself.steps.clear ()\nsteps.attr\nlib.steps.run(z)\n"
+    unit = Unit("/m.py", text, [])
+    assert Project({})._called_on(unit, "steps") == {"update", "clear", "run"}
+    assert Project({})._called_on(unit, "lib.steps") == {"run"}
+
+
+def test_a_plan_from_cached_outlines_is_the_plan_from_parsing(tmp_path: Path) -> None:
+    """The cache keeps what the plan read of each module (relevance.Outline): a second plan reads
+    it instead of parsing, and must plan the same groups; a damaged outline is parsed again."""
+    from zerograd.analysis.model import Settings
+    from zerograd.front.relevance import Outline
+    from zerograd.project.cache import Cache
+
+    root = Path(__file__).resolve().parent.parent / "fixtures" / "projects"
+    cache = Cache(str(tmp_path), Settings())
+    for tree in sorted(p for p in root.iterdir() if p.is_dir()):
+        texts = {str(p): p.read_text() for p in tree.rglob("*.py")}
+        parsed = Project(texts, cache)
+        groups = parsed.plan()
+        outlined = Project(texts, cache)
+        assert outlined.plan() == groups == Project(texts).plan(), tree.name
+        assert all(u.tree is None for u in outlined.units.values())  # nothing parsed
+        for unit in (u for u in parsed.units.values() if u.outline is not None):
+            assert Outline.from_json(unit.outline.to_json()) == unit.outline
+    text = "def f(opt):\n    opt.step()\n"
+    outline = Project({"/a.py": text}, cache)
+    outline.relevant(outline.units["/a.py"])
+    path = Path(cache._file("outline", hashlib.sha256(text.encode()).hexdigest()))
+    payload = path.read_bytes().split(b"\n", 1)[1]
+    assert b'"start":[0]' in payload
+    payload = payload.replace(b'"start":[0]', b'"start":[7]')  # checksum right, content wrong
+    path.write_bytes(hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    assert cache.outline(text) is None  # an index out of range: a miss, not a crash

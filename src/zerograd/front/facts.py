@@ -7,15 +7,23 @@ functions handed to a framework as callbacks (evidence of a step function, secti
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
 import libcst as cst
 
-from ..knowledge.frameworks import COMPLETED, STARTED, Framework, accumulation_of, factory_of
+from ..knowledge.frameworks import (
+    COMPLETED,
+    REGISTER_CALL,
+    REGISTER_KEYWORD,
+    STARTED,
+    Framework,
+    accumulation_of,
+    factory_of,
+)
 from ..knowledge.optimizers import (
+    EVENT_METHODS,
     NON_TORCH_ROOTS,
     OptimizerTable,
     is_engine_callee,
@@ -26,15 +34,6 @@ from ..knowledge.optimizers import (
 from .counters import Counters, int_literal
 from .naming import block_of, dotted, receiver_key, suites
 from .walk import calls_in, nodes_in
-
-# Calls that are events, or clear gradients by hand: a function without any (directly or through
-# the functions it calls) is neither built into IR nor summarised.
-EVENT_METHODS = frozenset({"backward", "manual_backward", "step", "zero_grad", "clear_grad", "clear_gradients",
-                           "optimizer_step", "zero_"})
-# Registering a function with a framework that calls it once per batch (ignite, skorch, ...).
-REGISTER_CALL = re.compile(r"^(?:Engine|DeterministicEngine|add_event_handler|on|register\w*|attach)$")
-REGISTER_KEYWORD = re.compile(r"^(?:step_fn|train_step\w*|update_fn|process_function|train_fn|step_function)$")
-
 
 # Module methods that return the module itself.
 _RETURNS_SELF = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16",

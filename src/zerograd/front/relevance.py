@@ -22,11 +22,19 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Sequence
-from typing import Optional, Union
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Any, Optional, Union
 
-from ..knowledge.frameworks import SETTINGS
-from ..knowledge.optimizers import NON_TORCH_ROOTS, is_engine_callee, is_foreign_autograd, is_optimizer_callee, is_scaler_callee
-from .facts import EVENT_METHODS, REGISTER_CALL, REGISTER_KEYWORD
+from ..knowledge.frameworks import REGISTER_CALL, REGISTER_KEYWORD, SETTINGS
+from ..knowledge.optimizers import (
+    EVENT_METHODS,
+    NON_TORCH_ROOTS,
+    is_engine_callee,
+    is_foreign_autograd,
+    is_optimizer_callee,
+    is_scaler_callee,
+)
 
 Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 # Nodes with nothing to record under them (a Call reads its own name and arguments).
@@ -161,14 +169,29 @@ class Scan:
 
     def relevant(self, linked: frozenset[str] = frozenset()) -> set[int]:
         """mark_relevant's closure: the functions that can perform an event."""
-        relevant = set(self.events) | {owner for owner, name in self.counts if name in self.wraps}
-        while True:
-            names = {d.name for d in self.functions if id(d) in relevant} | linked
-            grown = {id(d) for d in self.functions
-                     if id(d) not in relevant and not self.callees[id(d)].isdisjoint(names)}
-            if not grown:
-                return relevant
-            relevant |= grown
+        order = self.functions
+        start = self.events | {owner for owner, name in self.counts if name in self.wraps}
+        found = closure([d.name for d in order], {i for i, d in enumerate(order) if id(d) in start},
+                        [self.callees[id(d)] for d in order], linked)
+        return {id(order[i]) for i in found}
+
+    def outline(self, tree: ast.Module) -> Outline:
+        """What the project's plan reads of this module (plan.py), as plain data."""
+        order = self.functions
+        start = self.events | {owner for owner, name in self.counts if name in self.wraps}
+        index = {id(d): i for i, d in enumerate(order)}
+        bases: dict[str, list[tuple[str, bool]]] = {}
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                bases.setdefault(node.name, []).extend(
+                    (_qualify(b, self.aliases) or "", isinstance(b, ast.Name) and b.id not in self.aliases)
+                    for b in node.bases)
+        return Outline(
+            names=tuple(d.name for d in order), start=frozenset(index[k] for k in start if k in index),
+            callees=tuple(frozenset(self.callees[id(d)]) for d in order),
+            members={name: (tuple(index[id(m)] for m in methods), tuple(written))
+                     for name, (methods, written) in self.members.items()},
+            aliases=dict(self.aliases), bases={name: tuple(found) for name, found in bases.items()})
 
     def needed(self, linked: frozenset[str] = frozenset()) -> set[int]:
         """Functions whose bodies matter: mark_relevant's closure, and those holding facts."""
@@ -178,13 +201,6 @@ class Scan:
             if owner not in kept and _records(_qualify(callee, self.aliases), self.classes):
                 kept.add(owner)
         return kept
-
-    def methods_of(self, name: str, relevant: set[int]) -> set[str]:
-        """The names of class `name`'s methods in `relevant`, its bases' here included."""
-        found: set[str] = set()
-        for methods, _ in self._lineage(name):
-            found.update(m.name for m in methods if id(m) in relevant)
-        return found
 
     def _lineage(self, name: str) -> list[tuple[list[Definition], list[str]]]:
         """The members of class `name` and of its bases defined in this module."""
@@ -203,6 +219,80 @@ class Scan:
         (`self.opt = optimizer`) bind what a caller constructed it with (calls._field_bindings)."""
         active = [name for name, (methods, _) in self.members.items() if any(id(m) in relevant for m in methods)]
         return {id(m) for name in active for methods, _ in self._lineage(name) for m in methods if m.name == "__init__"}
+
+
+def closure(names: Sequence[str], start: set[int], callees: Sequence[AbstractSet[str]],
+            linked: frozenset[str]) -> set[int]:
+    """The functions (by index) that perform an event or call, by name, one that can."""
+    relevant = set(start)
+    while True:
+        called = {names[i] for i in relevant} | linked
+        grown = {i for i in range(len(names)) if i not in relevant and not callees[i].isdisjoint(called)}
+        if not grown:
+            return relevant
+        relevant |= grown
+
+
+@dataclass(frozen=True)
+class Outline:
+    """What the project's plan (plan.py) reads of a module's functions and classes, without its
+    tree: kept in the cache per content hash, so that re-planning a project after an edit parses
+    only the modules that changed."""
+
+    names: tuple[str, ...]  # its functions, nested ones included, in Scan order
+    start: frozenset[int]  # those that perform an event themselves
+    callees: tuple[frozenset[str], ...]  # the names each calls or hands over
+    members: dict[str, tuple[tuple[int, ...], tuple[str, ...]]]  # class -> (its methods, its bases' names)
+    aliases: dict[str, str]  # local name -> what it was imported as
+    bases: dict[str, tuple[tuple[str, bool], ...]]  # module-level class -> (base qualified, a local name?)
+
+    def relevant(self, linked: frozenset[str] = frozenset()) -> set[int]:
+        return closure(self.names, set(self.start), self.callees, linked)
+
+    def methods_of(self, name: str, relevant: set[int]) -> set[str]:
+        """The names of class `name`'s methods in `relevant`, its bases' here included."""
+        found: set[str] = set()
+        seen: set[str] = set()
+        pending = [name]
+        while pending:
+            current = pending.pop()
+            if current in seen or current not in self.members:
+                continue
+            seen.add(current)
+            methods, written = self.members[current]
+            found.update(self.names[i] for i in methods if i in relevant)
+            pending.extend(base.rsplit(".", 1)[-1] for base in written)
+        return found
+
+    def to_json(self) -> dict[str, Any]:
+        return {"names": list(self.names), "start": sorted(self.start), "callees": [sorted(c) for c in self.callees],
+                "members": {k: [list(m), list(b)] for k, (m, b) in self.members.items()}, "aliases": self.aliases,
+                "bases": {k: [list(b) for b in v] for k, v in self.bases.items()}}
+
+    @staticmethod
+    def from_json(body: Any) -> Outline:
+        """Raises ValueError (or TypeError, KeyError) on anything but what to_json writes."""
+        names = tuple(_strings(body["names"]))
+        count = len(names)
+
+        def indices(values: Any) -> tuple[int, ...]:
+            if not all(type(v) is int and 0 <= v < count for v in values):
+                raise ValueError("bad index")
+            return tuple(values)
+
+        callees = tuple(frozenset(_strings(c)) for c in body["callees"])
+        if len(callees) != count:
+            raise ValueError("bad callees")
+        members = {str(k): (indices(m), tuple(_strings(b))) for k, (m, b) in body["members"].items()}
+        aliases = {str(k): str(v) for k, v in body["aliases"].items()}
+        bases = {str(k): tuple((str(q), bool(local)) for q, local in v) for k, v in body["bases"].items()}
+        return Outline(names, frozenset(indices(body["start"])), callees, members, aliases, bases)
+
+
+def _strings(values: Any) -> list[str]:
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise ValueError("not a list of strings")
+    return values
 
 
 def _records(qualified: Optional[str], classes: set[str]) -> bool:

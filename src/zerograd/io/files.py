@@ -297,7 +297,7 @@ def _plan(data: dict[str, bytes], stored: _Stored,
         except (SyntaxError, UnicodeDecodeError, LookupError):
             continue  # check_bytes reports it
     try:
-        project = Project(texts)
+        project = Project(texts, stored.cache)
         groups = project.plan()
     except (RecursionError, MemoryError, ValueError):
         return None, [], []  # deeply nested text: every module is checked alone, as before
@@ -384,18 +384,22 @@ def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: 
     settings = settings or config.settings
     results: list[FileResult] = []
     arguments: dict[str, str] = {}  # each file found -> the argument it was found from
+    listed: dict[str, list[str]] = {}  # a folder walked already -> its files (a project's context)
     for argument in paths:
         if overrides and argument in overrides:
             arguments.setdefault(argument, argument)
             continue
-        for path, error in discover([argument], config, force_exclude):
+        found = list(discover([argument], config, force_exclude))
+        if os.path.isdir(argument):
+            listed[os.path.abspath(argument)] = [path for path, _ in found]
+        for path, error in found:
             if error:
                 results.append(FileResult(path, error=error))
             else:
                 arguments.setdefault(path, argument)
     pairs = sorted((path, fallback_for(path, argument)) for path, argument in arguments.items())
-    results += _check_all(contexts(pairs, lambda root: _walk(root, config)), settings, describe, jobs, cache,
-                          overrides)
+    projects = contexts(pairs, lambda root: iter(listed[root]) if root in listed else _walk(root, config))
+    results += _check_all(projects, settings, describe, jobs, cache, overrides)
     for result in results:
         ignored = config.ignored_for(result.path)
         if ignored:

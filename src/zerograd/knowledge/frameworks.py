@@ -17,6 +17,10 @@ from typing import Optional
 
 from ..analysis.model import Kind
 
+# Registering a function with a framework that calls it once per batch (ignite, skorch, ...).
+REGISTER_CALL = re.compile(r"^(?:Engine|DeterministicEngine|add_event_handler|on|register\w*|attach)$")
+REGISTER_KEYWORD = re.compile(r"^(?:step_fn|train_step\w*|update_fn|process_function|train_fn|step_function)$")
+
 EVERY, FIRST, LAST, NOT_LAST = "every", "first", "last", "not last"  # which batches of a window
 COUNTER = "batch_idx"  # the driver's batch counter (its accumulation tests read it)
 

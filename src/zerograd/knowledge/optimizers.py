@@ -13,6 +13,11 @@ from fnmatch import fnmatchcase
 from ..analysis.keys import rebase, root_of, within  # noqa: F401  (re-exported)
 from ..analysis.model import Settings
 
+# Calls that are events, or clear gradients by hand: a function without any (directly or through
+# the functions it calls) is neither built into IR nor summarised.
+EVENT_METHODS = frozenset({"backward", "manual_backward", "step", "zero_grad", "clear_grad", "clear_gradients",
+                           "optimizer_step", "zero_"})
+
 # Optimizer classes outside torch.optim that training code commonly builds directly.
 KNOWN_OPTIMIZER_CLASSES = frozenset(
     """

@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 from ..analysis.model import Finding, Settings, Span
 from ..analysis.rules import FIXABLE
+from ..front.relevance import Outline
 from ..version import __version__
 
 FORMAT = 1  # of the entries; bumped when their layout changes
@@ -121,6 +122,19 @@ class Cache:
     def store_plan(self, paths: list[str], key: str, groups: list[list[str]]) -> None:
         self._save("plan", "\0".join(paths), {"key": key, "groups": groups})
 
+    # --- outlines ---------------------------------------------------------------------------
+
+    def outline(self, text: str) -> Optional[Outline]:
+        """What the plan read of a module with this text, when a run has planned it before."""
+        body = self._load("outline", _text_hash(text))
+        try:
+            return Outline.from_json(body["outline"]) if body is not None else None
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None
+
+    def store_outline(self, text: str, outline: Outline) -> None:
+        self._save("outline", _text_hash(text), {"outline": outline.to_json()})
+
     # --- storage ----------------------------------------------------------------------------
 
     def _file(self, kind: str, name: str) -> str:
@@ -172,6 +186,10 @@ class Cache:
                 out.write("# Automatically created by zerograd.\n*\n")
             with open(os.path.join(self.folder, "CACHEDIR.TAG"), "w") as out:
                 out.write("Signature: 8a477f597d28d172789f06886806bc55\n# zerograd's cache\n")
+
+
+def _text_hash(text: str) -> str:
+    return content_hash(text.encode("utf-8", "surrogatepass"))
 
 
 def _row(finding: Finding) -> list[Any]:

@@ -104,7 +104,7 @@ def _group_settings(project: Project, group: list[str]) -> dict[str, Optional[in
         if not any(keyword in unit.text for keyword in SETTINGS):
             continue
         tree = unit.tree or _parsed(unit.text)
-        aliases = unit.scan.aliases if unit.scan is not None else (Scan(tree).aliases if tree is not None else {})
+        aliases = unit.outline.aliases if unit.outline is not None else (Scan(tree).aliases if tree is not None else {})
         for node in ast.walk(tree) if tree is not None else ():
             if isinstance(node, ast.Call) and accumulation_of(qualified_name(node.func, aliases)):
                 for keyword in node.keywords:
