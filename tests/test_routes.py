@@ -183,3 +183,19 @@ async def test_an_edit_in_one_buffer_changes_the_findings_of_another(client: Lan
             content_changes=[types.TextDocumentContentChangePartial(range=types.Range(start, end), text=inserted)]))
         expected = ["17:9 ZG003"] if inserted else ["11:9 ZG001", "17:9 ZG003"]
         assert await published(client, train) == expected
+
+
+def test_fix_repairs_only_what_the_project_says_is_wrong(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Alone, lib/loop.py looks like it never clears (its clear is a helper of another module)
+    and --fix would add a zero_grad() there; in its project it is right, so --fix leaves it, and
+    repairs script.py's misplaced clear (a finding it has alone and in the project)."""
+    root = project(tmp_path, "helpers")
+    monkeypatch.chdir(root)
+    loop = (root / "lib" / "loop.py").read_text()
+    assert check_source(loop, Settings())[0].code == "ZG001"
+    diff = cli(capsys, "--diff", "lib/loop.py", "script.py")
+    assert "script.py" in diff and "loop.py" not in diff
+    cli(capsys, "--fix", ".")
+    assert (root / "lib" / "loop.py").read_text() == loop
+    assert parse(cli(capsys, "--no-cache", "."), {}) == {"train.py": ["11:9 ZG001", "17:9 ZG003"]}

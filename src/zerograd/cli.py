@@ -62,16 +62,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"zerograd: error: {error}", file=sys.stderr)
         return EXIT_ERROR
     files = [p for p in args.paths if p != "-"]
+    cache = None if args.no_cache else Cache(cache_folder(args.cache_dir, config.cache_dir, str(config.root)),
+                                             config.settings)
+    jobs = max(1, args.jobs)
     if args.fix or args.diff:
-        changed = _fix(files, config, args)
+        changed = _fix(files, config, args, cache, jobs)
         if changed is None:
             return EXIT_ERROR
         if args.diff:
             return EXIT_FINDINGS if changed else EXIT_CLEAN
     describe = args.format in DESCRIBED
-    cache = None if args.no_cache else Cache(cache_folder(args.cache_dir, config.cache_dir, str(config.root)),
-                                             config.settings)
-    jobs = max(1, args.jobs)
     results = lint_paths(files, config.settings, jobs, config, args.force_exclude, describe, cache) if files else []
     if "-" in args.paths:
         results += _stdin_results(args.stdin_filename or "-", config, describe, cache)
@@ -97,15 +97,22 @@ def _server(argv: list[str]) -> int:
     return serve()
 
 
-def _fix(files: list[str], config: Config, args: argparse.Namespace) -> Optional[bool]:
-    """Fix (or, with --diff, show the fixes of) every file; None when a file could not be written."""
-    from .io.files import discover
+def _fix(files: list[str], config: Config, args: argparse.Namespace, cache: Optional[Cache],
+         jobs: int) -> Optional[bool]:
+    """Fix (or, with --diff, show the fixes of) every file; None when a file could not be written.
+    Only what a file's project says is wrong in it is fixed (interface.md v3)."""
     from .io.writing import fix_file
 
     changed, failed = False, False
-    paths = sorted({path for path, error in discover(files, config, args.force_exclude) if not error})
-    for path in paths:
-        result = fix_file(path, config.settings, write=args.fix and not args.diff)
+    found = lint_paths(files, config.settings, jobs, config, args.force_exclude, describe=False, cache=cache)
+    for checked in found:
+        path = checked.path
+        if checked.error is not None:
+            print(f"zerograd: error: {checked.error}", file=sys.stderr)
+            failed = True
+            continue
+        wanted = {(f.code, f.message) for f in checked.findings}
+        result = fix_file(path, config.settings, write=args.fix and not args.diff, wanted=wanted)
         for warning in result.warnings:
             print(f"zerograd: warning: {path}: {warning}", file=sys.stderr)
         if result.error:

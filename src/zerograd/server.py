@@ -138,7 +138,8 @@ def code_actions(uri: str, linted: Linted, wanted: Sequence[types.Diagnostic],
                     title=f"zerograd: {finding.fix} ({finding.code})", kind=types.CodeActionKind.QuickFix,
                     diagnostics=matching, is_preferred=True, edit=whole_document_edit(uri, linted.source, fixed)))
     if not kinds or any(FIX_ALL.startswith(k) for k in kinds):
-        outcome = fix_source(linted.source, linted.config.settings)
+        outcome = fix_source(linted.source, linted.config.settings,
+                             wanted={(f.code, f.message) for f in linted.findings})
         if outcome.fixed:
             actions.append(types.CodeAction(
                 title="zerograd: fix all", kind=FIX_ALL, edit=whole_document_edit(uri, linted.source, outcome.source)))

@@ -13,7 +13,7 @@ Edits insert and delete whole lines, so every other byte (comments, line endings
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
@@ -252,8 +252,11 @@ def _signature(findings: Iterable[Finding]) -> Counter[tuple[str, str]]:
     return Counter((f.code, f.message) for f in findings)
 
 
-def fix_source(source: str, settings: Settings = Settings(), only: Sequence[str] = FIXABLE) -> Outcome:
-    """Apply every safe fix, one at a time, each checked by re-linting; idempotent."""
+def fix_source(source: str, settings: Settings = Settings(), only: Sequence[str] = FIXABLE,
+               wanted: Optional[Collection[tuple[str, str]]] = None) -> Outcome:
+    """Apply every safe fix, one at a time, each checked by re-linting; idempotent. `wanted`:
+    the (code, message) of the findings the module has in its project (interface.md v3); a
+    finding the module has only alone is not fixed (the fixes are checked on the module alone)."""
     fixed: list[Finding] = []
     warnings: list[str] = []
     tried: set[tuple[str, str, int]] = set()
@@ -261,7 +264,8 @@ def fix_source(source: str, settings: Settings = Settings(), only: Sequence[str]
         findings = lint_source(source, settings)
         if any(f.code.startswith("ZG9") for f in findings):
             return Outcome(source, fixed, warnings)  # never touch a file that does not parse
-        candidates = [f for f in findings if f.code in only and (f.code, f.message, f.line) not in tried]
+        candidates = [f for f in findings if f.code in only and (f.code, f.message, f.line) not in tried
+                      and (wanted is None or (f.code, f.message) in wanted)]
         progress = False
         for finding in candidates:
             tried.add((finding.code, finding.message, finding.line))

@@ -16,6 +16,7 @@ import os
 import stat
 import tempfile
 import tokenize
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -45,22 +46,24 @@ class FixResult:
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
-def fix_file(path: str, settings: Settings, write: bool) -> FixResult:
-    """Never raises: a failure is reported as an error and the file is left as it was."""
+def fix_file(path: str, settings: Settings, write: bool,
+             wanted: Optional[Collection[tuple[str, str]]] = None) -> FixResult:
+    """Never raises: a failure is reported as an error and the file is left as it was.
+    `wanted`: what may be fixed (fix.fix_source)."""
     try:
-        return _fix_file(path, settings, write)
+        return _fix_file(path, settings, write, wanted)
     except Exception as error:  # noqa: BLE001
         return FixResult(path, error=f"ZG901 internal error while fixing {path}: {type(error).__name__}: {error}")
 
 
-def _fix_file(path: str, settings: Settings, write: bool) -> FixResult:
+def _fix_file(path: str, settings: Settings, write: bool, wanted: Optional[Collection[tuple[str, str]]]) -> FixResult:
     data, error = read_file(path)
     if data is None:
         return FixResult(path, error=error)
     if path.endswith(".ipynb"):
         result, new_data = fix_notebook(path, data, settings)
     else:
-        result, new_data = _fix_python(path, data, settings)
+        result, new_data = _fix_python(path, data, settings, wanted)
     if write and result.changed and result.error is None and new_data is not None:
         try:
             write_atomically(path, new_data)
@@ -69,7 +72,8 @@ def _fix_file(path: str, settings: Settings, write: bool) -> FixResult:
     return result
 
 
-def _fix_python(path: str, data: bytes, settings: Settings) -> tuple[FixResult, Optional[bytes]]:
+def _fix_python(path: str, data: bytes, settings: Settings,
+                wanted: Optional[Collection[tuple[str, str]]]) -> tuple[FixResult, Optional[bytes]]:
     from .fix import fix_source
 
     try:
@@ -77,7 +81,7 @@ def _fix_python(path: str, data: bytes, settings: Settings) -> tuple[FixResult, 
         source = data.decode(encoding)
     except (SyntaxError, UnicodeDecodeError, LookupError):
         return FixResult(path), None  # reported as ZG900 by the check; never written
-    outcome = fix_source(source, settings)
+    outcome = fix_source(source, settings, wanted=wanted)
     result = FixResult(path, source, outcome.source, outcome.fixed, outcome.warnings)
     return result, outcome.source.encode(encoding) if result.changed else None
 
