@@ -29,8 +29,8 @@ def test_example_prints_findings_in_text_format() -> None:
     lines = result.stdout.decode().splitlines()
     assert result.returncode == 1
     assert [line.split(": ")[1].split()[0] for line in lines] == ["ZG001", "ZG002", "ZG003"]
-    assert lines[0].startswith("examples/train.py:12:13: ZG001 gradients of 'optimizer' are never cleared")
-    assert result.stderr == b""
+    assert lines[0].startswith("examples/train.py:12:13: ZG001 [*] gradients of 'optimizer' are never cleared")
+    assert result.stderr == b"Found 3 findings (3 fixable with `zerograd --fix`).\n"
 
 
 def test_json_format(tmp_path: Path) -> None:
@@ -93,7 +93,7 @@ def test_noqa_like_flake8(tmp_path: Path) -> None:
     (tmp_path / "d.py").write_text(BUG.replace("step()", "step()  # noqa: ZG002"))
     result = run(".", cwd=tmp_path)
     assert result.stdout.decode().splitlines() == [
-        "./d.py:4:5: ZG001 gradients of 'optimizer' are never cleared in this loop; "
+        "./d.py:4:5: ZG001 [*] gradients of 'optimizer' are never cleared in this loop; "
         "call optimizer.zero_grad() before backward() or after step()"
     ]
 
@@ -196,3 +196,55 @@ def test_server_accepts_stdio_and_refuses_other_arguments() -> None:
     assert refused.returncode == 2 and b"--tcp" in refused.stderr
     helped = run("server", "--help")
     assert helped.returncode == 0 and b"--stdio" in helped.stdout
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "github"])
+def test_statistics_keep_every_format_parseable(tmp_path: Path, fmt: str) -> None:
+    """issue 31: with json and sarif the counts go to stderr, so stdout stays one JSON document."""
+    (tmp_path / "bug.py").write_text(BUG)
+    result = run("--statistics", "--format", fmt, "bug.py", cwd=tmp_path)
+    out, err = result.stdout.decode(), result.stderr.decode()
+    assert result.returncode == 1
+    if fmt in ("json", "sarif"):
+        json.loads(out)
+    elif fmt == "github":
+        assert all(line.startswith("::") for line in out.splitlines())
+    counts = out if fmt == "text" else err
+    assert "1     ZG001 gradients-never-cleared" in counts.splitlines()
+
+
+@pytest.mark.parametrize("option", ["--select", "--ignore", "--extend-select"])
+def test_a_prefix_that_matches_no_rule_is_an_error(tmp_path: Path, option: str) -> None:
+    """`--select ZG7` checked nothing and CI went green: a typo must fail loudly (exit 2)."""
+    (tmp_path / "bug.py").write_text(BUG)
+    result = run(option, "ZG7", "bug.py", cwd=tmp_path)
+    assert result.returncode == 2 and b"'ZG7' matches no rule" in result.stderr
+    assert run(option, "ZG00,ZG9", "bug.py", cwd=tmp_path).returncode in (0, 1)
+
+
+@pytest.mark.parametrize("table", ['select = ["ZG010"]', '[tool.zerograd.per-file-ignores]\n"a/*" = ["ZG8"]'])
+def test_a_config_code_that_matches_no_rule_is_an_error(tmp_path: Path, table: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(f"[tool.zerograd]\n{table}\n")
+    (tmp_path / "bug.py").write_text(BUG)
+    result = run("bug.py", cwd=tmp_path)
+    assert result.returncode == 2 and b"matches no rule" in result.stderr
+
+
+def test_text_closes_with_a_count_and_marks_what_fix_repairs(tmp_path: Path) -> None:
+    step_function = "\n\ndef update(model, opt, batch):\n    model(batch).sum().backward()\n    opt.step()\n"
+    (tmp_path / "bug.py").write_text(BUG + step_function)
+    result = run("bug.py", cwd=tmp_path)
+    lines = result.stdout.decode().splitlines()
+    assert [line.split()[1:3] for line in lines] == [["ZG001", "[*]"], ["ZG005", "this"]]  # ZG005: report-only
+    assert result.stderr == b"Found 2 findings (1 fixable with `zerograd --fix`).\n"
+
+
+def test_a_run_that_finds_no_file_says_so(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    result = run("empty", cwd=tmp_path)
+    assert (result.returncode, result.stderr) == (0, b"zerograd: warning: no Python files found\n")
+
+
+def test_help_names_the_server_and_the_exit_codes() -> None:
+    out = run("--help").stdout.decode()
+    assert "zerograd server" in out and "exit codes:" in out and "  2  an error" in out

@@ -43,7 +43,7 @@ def test_malformed_notebooks_are_one_line_diagnostics() -> None:
         "not_json.ipynb:1:1: ZG900 cannot parse: not a notebook: invalid JSON "
         "(Expecting property name enclosed in double quotes at line 1)",
     ]
-    assert result.stderr == b""
+    assert result.stderr == b"Found 2 findings.\n"
 
 
 def test_directories_include_notebooks(tmp_path: Path) -> None:

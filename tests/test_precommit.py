@@ -34,7 +34,7 @@ def test_hook_through_try_repo(tmp_path: Path) -> None:
     )
     output = result.stdout.decode() + result.stderr.decode()
     assert result.returncode == 1, output
-    assert "train.py:3:5: ZG001 gradients of 'optimizer' are never cleared" in output
+    assert "train.py:3:5: ZG001 [*] gradients of 'optimizer' are never cleared" in output
     assert "ok.py" not in output
 
 

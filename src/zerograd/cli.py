@@ -12,7 +12,7 @@ from typing import Optional
 from .analysis.rules import RULES, rule_page
 from .io.config import Config, ConfigError, Selection, discover_config, parse_codes
 from .io.files import FileResult, check_bytes, lint_paths
-from .io.report import DESCRIBED, FORMATS, statistics
+from .io.report import DESCRIBED, FORMATS, statistics, summary
 from .project.cache import Cache, cache_folder
 from .version import __version__
 
@@ -23,6 +23,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="zerograd",
         description="Find missing and misplaced optimizer.zero_grad() in PyTorch training code.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="other commands:\n"
+               "  zerograd server [--stdio]   the language server for editors (pip install 'zerograd[server]')\n\n"
+               "exit codes:\n"
+               "  0  no findings (or --exit-zero)\n"
+               "  1  findings reported (--diff: a fix would change a file)\n"
+               "  2  an error: a bad option or config, a file that cannot be read, an internal error (ZG901)",
     )
     add = parser.add_argument
     add("paths", nargs="*", default=["."], metavar="PATH", help="files or directories; - for stdin")
@@ -171,8 +178,13 @@ def _report(results: list[FileResult], selection: Selection, args: argparse.Name
     located = [(r.path, f) for r in results for f in r.findings if selection.allows(f.code)]
     located.sort(key=lambda item: (item[0], item[1].line, item[1].col, item[1].code))
     sys.stdout.write(FORMATS[args.format](located))
+    machine = args.format != "text"  # json and sarif must stay parseable, github's lines commands
     if args.statistics:
-        sys.stdout.write(statistics(located))
+        (sys.stderr if machine else sys.stdout).write(statistics(located))
+    if located and not machine:
+        sys.stderr.write(summary(located))
+    if not results:
+        print("zerograd: warning: no Python files found", file=sys.stderr)
     errors = [r.error for r in results if r.error]
     for error in errors:
         print(f"zerograd: error: {error}", file=sys.stderr)

@@ -18,6 +18,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Optional
 
 from ..analysis.model import Settings
+from ..analysis.rules import RULES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -47,6 +48,9 @@ def _codes(items: Iterable[str], option: str) -> tuple[str, ...]:
     for code in codes:
         if not CODE_PREFIX.match(code):
             raise ConfigError(f"{option}: '{code}' is not a zerograd code or prefix (ZG, ZG0, ZG001)")
+        if not any(rule.startswith(code) for rule in RULES):
+            # `--select ZG7` would check nothing and let CI pass: a typo must not look like success.
+            raise ConfigError(f"{option}: '{code}' matches no rule (known: {', '.join(sorted(RULES))})")
     return codes
 
 

@@ -23,7 +23,16 @@ def _where(path: str, f: Finding) -> str:
 
 
 def text(findings: Sequence[Located]) -> str:
-    return "".join(f"{_where(path, f)}: {f.code} {f.message}\n" for path, f in findings)
+    """`path:line:col: CODE message`, with ruff's `[*]` after the code when --fix can repair it."""
+    return "".join(f"{_where(path, f)}: {f.code}{' [*]' if f.fix else ''} {f.message}\n" for path, f in findings)
+
+
+def summary(findings: Sequence[Located]) -> str:
+    """The closing line of the text format (on stderr: stdout keeps one finding per line)."""
+    count = len(findings)
+    fixable = sum(f.fix is not None for _, f in findings)
+    line = f"Found {count} finding{'s' if count != 1 else ''}"
+    return line + (f" ({fixable} fixable with `zerograd --fix`).\n" if fixable else ".\n")
 
 
 def as_json(findings: Sequence[Located]) -> str:
@@ -132,7 +141,7 @@ def statistics(findings: Sequence[Located]) -> str:
 
 
 # Formats that print what a fix would do; the others are spared describing it.
-DESCRIBED = frozenset({"json", "sarif"})
+DESCRIBED = frozenset({"text", "json", "sarif"})
 FORMATS: dict[str, Callable[[Sequence[Located]], str]] = {
     "text": text, "json": as_json, "sarif": sarif, "github": github,
 }
