@@ -133,3 +133,13 @@ def test_server_without_pygls_says_how_to_install_it() -> None:
     assert result.returncode == 2
     assert "pip install 'zerograd[server]'" in result.stderr
 
+
+
+def test_uris_become_paths_through_pygls(tmp_path: Path) -> None:
+    """issue 31: pygls turns URIs into paths (escapes, Windows drive letters); a buffer with no
+    file (untitled, a notebook cell) has no path and is checked alone."""
+    from zerograd.server import path_of
+
+    odd = tmp_path / "a b" / "c%d é.py"
+    assert path_of(odd.as_uri()) == str(odd)
+    assert path_of("untitled:Untitled-1") == "" and path_of("vscode-notebook-cell:/x.ipynb#W1") == ""

@@ -17,10 +17,10 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Optional
-from urllib.parse import unquote, urlparse
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from .analysis.model import Finding
@@ -59,8 +59,11 @@ def config_for(uri: str) -> Config:
 
 
 def path_of(uri: str) -> str:
-    parsed = urlparse(uri)
-    return unquote(parsed.path) if parsed.scheme == "file" else ""
+    """The file of a `file:` URI (pygls handles escapes and Windows drive letters); "" for others
+    (an untitled buffer, a notebook cell)."""
+    if not uri.startswith("file:"):
+        return ""
+    return to_fs_path(uri) or ""
 
 
 def lint(uri: str, source: str, buffers: Optional[dict[str, str]] = None) -> Linted:
