@@ -248,3 +248,34 @@ def test_a_run_that_finds_no_file_says_so(tmp_path: Path) -> None:
 def test_help_names_the_server_and_the_exit_codes() -> None:
     out = run("--help").stdout.decode()
     assert "zerograd server" in out and "exit codes:" in out and "  2  an error" in out
+
+
+def _ignoring_tree(root: Path) -> None:
+    """A repository whose .gitignore files name wandb's copies of the code and local scripts."""
+    (root / ".git").mkdir()
+    (root / ".gitignore").write_text("wandb/\n*_copy.py\n!keep_copy.py\n")
+    for name in ("train.py", "x_copy.py", "keep_copy.py", "wandb/run-1/files/code/train.py", "sub/ok.py",
+                 "sub/local.py"):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(BUG)
+    (root / "sub" / ".ignore").write_text("local.py\n")
+
+
+def _reported(result: subprocess.CompletedProcess[bytes]) -> list[str]:
+    return sorted({line.split(":")[0] for line in result.stdout.decode().splitlines()})
+
+
+def test_discovery_respects_gitignore(tmp_path: Path) -> None:
+    """issue 31: wandb's copies of the code were reported twice. As in ruff: .gitignore and
+    .ignore files (negations, folder patterns, the root's file when a subfolder is walked) are
+    respected; a file named on the command line is still checked; the option turns it off."""
+    _ignoring_tree(tmp_path)
+    assert _reported(run(".", cwd=tmp_path)) == ["./keep_copy.py", "./sub/ok.py", "./train.py"]
+    assert _reported(run("sub", cwd=tmp_path)) == ["sub/ok.py"]
+    assert _reported(run("x_copy.py", cwd=tmp_path)) == ["x_copy.py"]
+    everything = ["./keep_copy.py", "./sub/local.py", "./sub/ok.py", "./train.py",
+                  "./wandb/run-1/files/code/train.py", "./x_copy.py"]
+    assert _reported(run("--no-respect-gitignore", ".", cwd=tmp_path)) == everything
+    (tmp_path / "pyproject.toml").write_text("[tool.zerograd]\nrespect-gitignore = false\n")
+    assert _reported(run(".", cwd=tmp_path)) == everything
+    assert _reported(run("--respect-gitignore", ".", cwd=tmp_path)) == ["./keep_copy.py", "./sub/ok.py", "./train.py"]

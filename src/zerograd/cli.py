@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--no-cache", action="store_true", help="neither read nor write the cache")
     add("--cache-dir", metavar="DIR", help="the cache folder (default: .zerograd_cache beside the config)")
     add("--force-exclude", action="store_true", help="apply exclude to files named explicitly too")
+    add("--respect-gitignore", action=argparse.BooleanOptionalAction, default=None,
+        help="skip what .gitignore and .ignore files name (default: on; config: respect-gitignore)")
     add("--optimizer-names", default="", help="extra glob patterns of optimizer names")
     add("--not-optimizer-names", default="", help="glob patterns that are never optimizers")
     add("--explain", metavar="CODE", help="print the documentation of a rule and exit")
@@ -143,6 +145,7 @@ def _merge(config: Config, args: argparse.Namespace) -> Config:
         extend_select=config.extend_select + parse_codes(args.extend_select, "--extend-select"),
         optimizer_names=config.optimizer_names + _split(args.optimizer_names),
         not_optimizer_names=config.not_optimizer_names + _split(args.not_optimizer_names),
+        respect_gitignore=config.respect_gitignore if args.respect_gitignore is None else args.respect_gitignore,
     )
 
 

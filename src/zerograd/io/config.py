@@ -86,6 +86,7 @@ class Config:
     optimizer_names: tuple[str, ...] = ()
     not_optimizer_names: tuple[str, ...] = ()
     cache_dir: Optional[str] = None  # relative to root
+    respect_gitignore: bool = True  # skip what .gitignore and .ignore files name (ignore.py)
 
     @property
     def settings(self) -> Settings:
@@ -171,8 +172,12 @@ def load_config(path: Path) -> Config:
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{where}: expected a folder name, got {value!r}")
             values["cache_dir"] = value
+        elif key == "respect-gitignore":
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: expected true or false, got {value!r}")
+            values["respect_gitignore"] = value
         else:
-            known = ", ".join(LIST_KEYS + ("per-file-ignores", "cache-dir"))
+            known = ", ".join(LIST_KEYS + ("per-file-ignores", "cache-dir", "respect-gitignore"))
             raise ConfigError(f"{where}: unknown key (known: {known})")
     for key in ("select", "ignore", "extend_select"):
         if key in values:

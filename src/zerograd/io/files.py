@@ -20,6 +20,8 @@ from ..analysis.rules import FIXABLE, message
 from ..engine import PREFILTER, lint_source
 from ..project.cache import Cache, Group, content_hash
 from .config import Config
+from .ignore import NAMES as IGNORE_FILES
+from .ignore import Rules, ignored, rules_above, rules_of
 from .notebook import NotebookError, read_notebook
 from .projects import contexts, fallback_for
 from .suppress import unsuppressed
@@ -349,22 +351,28 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
 
 def _walk(root: str, config: Config) -> Iterator[str]:
     """Like os.walk (symlinked folders are not entered), with the file type from the directory
-    entry instead of a stat per file."""
-    folders = [root]
+    entry instead of a stat per file; what `.gitignore` and `.ignore` files name is skipped
+    (ignore.py) unless the config turns `respect-gitignore` off."""
+    respect = config.respect_gitignore
+    folders: list[tuple[str, Rules]] = [(root, rules_above(root) if respect else ())]
     while folders:
-        folder = folders.pop()
+        folder, rules = folders.pop()
         try:
             with os.scandir(folder) as listing:
                 entries = sorted(listing, key=lambda e: e.name)
         except OSError:
             continue
+        names = frozenset(e.name for e in entries if e.name in IGNORE_FILES)
+        if respect and names:
+            rules = rules_of(folder, rules, names)
         inner = []
         for entry in entries:
             path = os.path.join(folder, entry.name)
             if entry.is_dir(follow_symlinks=False):
-                if not config.is_excluded(path) and not _is_virtualenv(path):
-                    inner.append(path)
-            elif entry.name.endswith(SUFFIXES) and entry.is_file() and not config.is_excluded(path):
+                if not config.is_excluded(path) and not _is_virtualenv(path) and not (rules and ignored(rules, path, True)):
+                    inner.append((path, rules))
+            elif (entry.name.endswith(SUFFIXES) and entry.is_file() and not config.is_excluded(path)
+                  and not (rules and ignored(rules, path, False))):
                 yield path
         folders.extend(reversed(inner))
 
