@@ -115,6 +115,7 @@ def test_the_issues_project_shows_what_each_module_alone_would_miss(
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")
     assert parse(cli(capsys, str(root / "helpers.py")), {}) == {}
+    assert parse(cli(capsys, str(root / "lib" / "loop.py")), {}) == {}  # the project: above package lib
     alone = check_source((root / "helpers.py").read_text(), Settings())
     assert [f.code for f in alone] == ["ZG005"]
 

@@ -405,7 +405,8 @@ def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: 
                 results.append(FileResult(path, error=error))
             else:
                 arguments.setdefault(path, argument)
-    pairs = sorted((path, fallback_for(path, argument)) for path, argument in arguments.items())
+    memo: dict[str, str] = {}
+    pairs = sorted((path, fallback_for(path, argument, memo)) for path, argument in arguments.items())
     projects = contexts(pairs, lambda root: iter(listed[root]) if root in listed else _walk(root, config))
     results += _check_all(projects, settings, describe, jobs, cache, overrides)
     for result in results:

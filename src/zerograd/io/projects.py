@@ -5,8 +5,7 @@ project as context and reports only the files it was given.
 
 The project of a file is the nearest folder above it that holds a `pyproject.toml`, `setup.cfg`,
 `setup.py` or `.git`; without one, the folder the run was pointed at (the directory argument the
-file was found under; for a file named on its own, the working directory when the file is inside
-it, else the file's folder).
+file was found under; for a file named on its own, the folder above its top package).
 """
 
 from __future__ import annotations
@@ -54,14 +53,20 @@ class Projects:
         return found
 
 
-def fallback_for(path: str, argument: str) -> str:
+def fallback_for(path: str, argument: str, memo: dict[str, str]) -> str:
     """The folder a file's project falls back to without a marker: the directory argument it was
-    found under, else the working directory when the file lies inside it, else its folder."""
+    found under; for a file named on its own, its import root (the folder above its top package,
+    as project.index names modules), so that a package's modules named one by one link as when
+    its folder is given (the working directory could be a home folder)."""
     if argument != path:
         return argument
-    here = os.getcwd()
-    absolute = os.path.abspath(path)
-    return here if absolute.startswith(os.path.join(here, "")) else os.path.dirname(absolute)
+    folder = os.path.dirname(os.path.abspath(path))
+    if folder not in memo:
+        top = folder
+        while os.path.isfile(os.path.join(top, "__init__.py")) and os.path.dirname(top) != top:
+            top = os.path.dirname(top)
+        memo[folder] = top
+    return memo[folder]
 
 
 def contexts(given: Iterable[tuple[str, str]], walk: Callable[[str], Iterator[str]]) -> dict[str, tuple[list[str], list[str]]]:
