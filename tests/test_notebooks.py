@@ -68,3 +68,19 @@ def test_a_continuation_line_starting_with_an_operator_is_no_magic() -> None:
     cell = ['print(', '    "%d of %d"', '    % (1, 2)', ')', 'ok = (1', '!= 2)', '%matplotlib inline',
             'for i in range(2):', '    !ls', 's = """', '%not a magic', '"""']
     assert blank_magics(cell) == [*cell[:6], '', *cell[7:8], '    pass', *cell[9:]]
+
+
+def test_python_cell_magics_have_their_body_checked(tmp_path: Path) -> None:
+    """issue 31: a training loop under `%%time` (or `%%capture` then `%%time`) is Python and was
+    never checked; a `%%bash` cell is not Python and stays out."""
+    loop = ["for b in loader:\n", "    model(b).sum().backward()\n", "    optimizer.step()\n"]
+    cells = [["import torch\n"], ["%%time\n", *loop], ["%%capture out\n", "%%time\n", *loop],
+             ["%%bash\n", "for b in loader; do echo $b; done\n"], ["%%writefile train.py\n", *loop]]
+    notebook = {"cells": [{"cell_type": "code", "source": c, "metadata": {}, "outputs": [],
+                           "execution_count": None} for c in cells],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (tmp_path / "timed.ipynb").write_text(json.dumps(notebook))
+    result = subprocess.run([sys.executable, "-m", "zerograd", "--no-cache", "timed.ipynb"], capture_output=True,
+                            cwd=tmp_path, timeout=60)
+    assert [line.split(": ")[0] for line in result.stdout.decode().splitlines()] == [
+        "timed.ipynb:cell_2:4:5", "timed.ipynb:cell_3:5:5"]

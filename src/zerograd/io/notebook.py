@@ -1,13 +1,15 @@
 """Jupyter notebooks: code cells joined into one program, with a map back to cell and line.
 
-Magics and shell lines (`%...`, `!...`) are blanked so the rest parses; a cell magic (`%%bash`)
-blanks its whole cell. Each cell contributes its lines plus one empty separator line.
+Magics and shell lines (`%...`, `!...`) are blanked so the rest parses; a cell magic that runs
+its body as Python (`%%time`, `%%capture`) blanks its own line, any other (`%%bash`) its whole
+cell. Each cell contributes its lines plus one empty separator line.
 """
 
 from __future__ import annotations
 
 import io
 import json
+import re
 import tokenize
 from dataclasses import dataclass, replace
 from typing import Any
@@ -53,16 +55,33 @@ def read_notebook(text: str) -> Notebook:
     return Notebook("\n".join(lines) + "\n", tuple(starts))
 
 
+# Cell magics that run their body as Python (IPython's own, and memory_profiler's): a loop timed
+# with `%%time` is the usual way a notebook's training cell is written. Any other cell magic
+# (`%%bash`, `%%html`, `%%writefile`) holds something else, and its cell is left out.
+PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "python", "python3", "debug", "memit"})
+
+
 def blank_magics(lines: list[str]) -> list[str]:
     if lines and lines[0].lstrip().startswith("%%"):
+        words = lines[0].lstrip()[2:].split()
+        if words and words[0] in PYTHON_CELL_MAGICS:
+            return [""] + blank_magics(lines[1:])  # the body may start with another cell magic
         return ["" for _ in lines]
     out: list[str] = []
     for line in lines:
         # IPython reads a magic or shell line only where a statement starts: `% (a, b)` or
         # `!= b` inside brackets, or a line in a string, is Python.
-        magic = line.lstrip().startswith(("%", "!")) and _statement_starts(out)
-        out.append(_blank(line) if magic else line)
+        stripped = line.lstrip()
+        assigned = _ASSIGNED.match(line) if "=" in line else None
+        if (stripped.startswith(("%", "!")) or assigned) and _statement_starts(out):
+            # `x = !ls` and `t = %timeit -o f()` still bind their name.
+            out.append(f"{assigned.group(1)} = None" if assigned else _blank(line))
+        else:
+            out.append(line)
     return out
+
+
+_ASSIGNED = re.compile(r"^(\s*[A-Za-z_][\w.]*)\s*=\s*[!%]")  # IPython's `x = !cmd`, `x = %magic`
 
 
 def _statement_starts(before: list[str]) -> bool:
