@@ -7,26 +7,44 @@ fail() { echo "::error title=zerograd::$1"; exit 2; }
 
 case "${INPUT_FORMAT:=github}" in github | sarif) ;; *) fail "format must be github or sarif, not '$INPUT_FORMAT'" ;; esac
 case "${INPUT_FAIL_ON_FINDINGS:=auto}" in true | false | auto) ;; *) fail "fail-on-findings must be true, false or auto" ;; esac
+cd "${INPUT_WORKING_DIRECTORY:-.}" 2>/dev/null || fail "working-directory '${INPUT_WORKING_DIRECTORY}' is not a folder"
 
+zerograd=zerograd
 if [ "${INPUT_INSTALL:-true}" = "true" ]; then
-  requirement="zerograd${INPUT_VERSION:+==$INPUT_VERSION}"
-  python3 -m pip install --disable-pip-version-check -q "$requirement" || fail "could not install $requirement"
+  # A virtual environment of the action's own: the project's packages are left alone. Without a
+  # version, zerograd is installed from the action's own checkout (the tag the workflow names).
+  venv="${RUNNER_TEMP:-${TMPDIR:-/tmp}}/zerograd-action-venv"
+  python3 -m venv "$venv" || fail "could not create a virtual environment in $venv"
+  source="${GITHUB_ACTION_PATH:-$(dirname "$0")/..}"
+  requirement="${INPUT_VERSION:+zerograd==$INPUT_VERSION}"
+  "$venv/bin/python" -m pip install --disable-pip-version-check -q "${requirement:-$source}" \
+    || fail "could not install ${requirement:-zerograd from $source}"
+  zerograd="$venv/bin/zerograd"
 fi
-command -v zerograd >/dev/null || fail "zerograd is not on PATH (install: false needs an earlier step that installs it)"
+command -v "$zerograd" >/dev/null || fail "zerograd is not on PATH (install: false needs an earlier step that installs it)"
 
 # Word splitting of paths and args is intended: they are space-separated lists.
 # shellcheck disable=SC2086
 set -- ${INPUT_ARGS:-} -- ${INPUT_PATHS:-.}
 status=0
+output="${GITHUB_OUTPUT:-/dev/null}"
 if [ "$INPUT_FORMAT" = "sarif" ]; then
   sarif="${INPUT_SARIF_FILE:-zerograd.sarif}"
-  zerograd --format sarif "$@" >"$sarif" || status=$?
-  echo "sarif-file=$sarif" >>"${GITHUB_OUTPUT:-/dev/null}"
+  mkdir -p "$(dirname "$sarif")" 2>/dev/null && : >"$sarif" 2>/dev/null || fail "cannot write the SARIF file '$sarif'"
+  "$zerograd" --format sarif "$@" >"$sarif" || status=$?
+  findings=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["runs"][0]["results"]))' "$sarif" \
+    2>/dev/null || echo 0)
+  echo "sarif-file=$sarif" >>"$output"
   [ "$INPUT_FAIL_ON_FINDINGS" = "auto" ] && INPUT_FAIL_ON_FINDINGS=false
 else
-  zerograd --format github "$@" || status=$?
-  echo "sarif-file=" >>"${GITHUB_OUTPUT:-/dev/null}"
+  annotations=$(mktemp)
+  "$zerograd" --format github "$@" >"$annotations" || status=$?
+  cat "$annotations"
+  findings=$(grep -c '^::' "$annotations" || true)
+  rm -f "$annotations"
+  echo "sarif-file=" >>"$output"
 fi
+{ echo "findings=$findings"; echo "exit-code=$status"; } >>"$output"
 if [ "$status" -eq 1 ] && [ "$INPUT_FAIL_ON_FINDINGS" = "false" ]; then
   status=0
 fi

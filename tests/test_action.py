@@ -28,7 +28,8 @@ def test_inputs_are_declared_and_all_reach_the_script() -> None:
     spec = action()
     inputs = spec["inputs"]
     assert isinstance(inputs, dict)
-    assert set(inputs) == {"version", "install", "paths", "format", "sarif-file", "fail-on-findings", "args"}
+    assert set(inputs) == {"version", "install", "paths", "format", "sarif-file", "fail-on-findings", "args",
+                           "working-directory"}
     assert all("description" in value and "default" in value for value in inputs.values())
     runs = spec["runs"]
     assert isinstance(runs, dict) and runs["using"] == "composite"
@@ -43,7 +44,7 @@ def test_inputs_are_declared_and_all_reach_the_script() -> None:
 def run_action(tmp_path: Path, **inputs: str) -> subprocess.CompletedProcess[str]:
     """The script as the runner starts it, with the zerograd of this test environment."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-           "GITHUB_OUTPUT": str(tmp_path / "output"), "INPUT_INSTALL": "false"}
+           "GITHUB_OUTPUT": str(tmp_path / "output"), "INPUT_INSTALL": "false", "RUNNER_TEMP": str(tmp_path)}
     env.update({f"INPUT_{name.upper()}": value for name, value in inputs.items()})
     return subprocess.run(["bash", str(ROOT / "action" / "run.sh")], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
@@ -81,3 +82,40 @@ def test_bad_inputs_are_errors_with_an_annotation(project: Path) -> None:
     assert result.returncode == 2 and result.stdout.startswith("::error title=zerograd::format must be")
     missing = run_action(project, paths="nowhere")
     assert missing.returncode == 2 and "no such file or directory" in missing.stderr
+
+
+def outputs(project: Path) -> dict[str, str]:
+    """The last value of each output the script wrote (GITHUB_OUTPUT), then forget them."""
+    found = dict(line.split("=", 1) for line in (project / "output").read_text().splitlines())
+    (project / "output").unlink()
+    return found
+
+
+def test_outputs_findings_and_exit_code_in_a_working_directory(project: Path) -> None:
+    """issue 31: outputs `findings` and `exit-code`, an input `working-directory`."""
+    assert run_action(project.parent, working_directory=project.name, paths="src").returncode == 1
+    assert outputs(project.parent) == {"sarif-file": "", "findings": "1", "exit-code": "1"}
+    assert run_action(project, paths="src", fail_on_findings="false").returncode == 0
+    assert outputs(project) == {"sarif-file": "", "findings": "1", "exit-code": "1"}
+    assert run_action(project, paths="src", format="sarif", sarif_file="reports/z.sarif").returncode == 0
+    assert outputs(project) == {"sarif-file": "reports/z.sarif", "findings": "1", "exit-code": "1"}
+    assert run_action(project, paths="src/clean.py").returncode == 0
+    assert outputs(project) == {"sarif-file": "", "findings": "0", "exit-code": "0"}
+    missing = run_action(project, working_directory="nowhere")
+    assert missing.returncode == 2 and "working-directory 'nowhere' is not a folder" in missing.stdout
+
+
+def test_a_sarif_file_that_cannot_be_written_fails_the_step(project: Path) -> None:
+    """A missing folder is made (reports/z.sarif above); one that cannot be (a file is in the way)
+    fails the step instead of passing with nothing written."""
+    (project / "blocker").write_text("a file, not a folder")
+    result = run_action(project, paths="src", format="sarif", sarif_file="blocker/z.sarif")
+    assert result.returncode == 2 and "cannot write the SARIF file 'blocker/z.sarif'" in result.stdout
+
+
+def test_installs_from_its_own_checkout_into_a_venv_of_its_own(project: Path) -> None:
+    """With no version the action installs the checkout it runs from (no release needed)."""
+    result = run_action(project, install="true", paths="src")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ZG001" in result.stdout
+    assert (project / "zerograd-action-venv" / "bin" / "zerograd").exists()
