@@ -280,10 +280,12 @@ def fix_source(source: str, settings: Settings = Settings(), only: Sequence[str]
             return Outcome(source, fixed, warnings)
 
 
-def try_fix(source: str, finding: Finding, findings: list[Finding], settings: Settings):  # type: ignore[no-untyped-def]
-    """The fixed source, None when no fix is offered, or (warning,) when the fix failed its check."""
+def try_fix(source: str, finding: Finding, findings: list[Finding], settings: Settings,  # type: ignore[no-untyped-def]
+            planner: Optional[Planner] = None):
+    """The fixed source, None when no fix is offered, or (warning,) when the fix failed its check.
+    `planner`: one already made of `source` (a parse with positions costs more than the lint)."""
     try:
-        edit = Planner(source).plan(finding)
+        edit = (planner or Planner(source)).plan(finding)
     except (cst.ParserSyntaxError, RecursionError):
         return None
     if edit is None:
@@ -297,6 +299,23 @@ def try_fix(source: str, finding: Finding, findings: list[Finding], settings: Se
     return candidate
 
 
+def _planned_text(source: str) -> str:
+    """The text a description's planner parses: the functions that cannot hold a finding cut out
+    on the same lines (relevance.elide), so that its edits apply to `source` unchanged and a long
+    file costs what its training functions cost (`--fix` itself plans on the whole text)."""
+    import ast
+    import warnings
+
+    from ..front.relevance import elide
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return elide(source, ast.parse(source))
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return source
+
+
 def describe(source: str, findings: list[Finding], settings: Settings = Settings()) -> list[Finding]:
     """Mark each finding whose fix would apply and hold with a description of the edit."""
     from dataclasses import replace
@@ -304,13 +323,13 @@ def describe(source: str, findings: list[Finding], settings: Settings = Settings
     if not any(f.code in FIXABLE for f in findings):
         return findings
     try:
-        planner = Planner(source)
+        planner = Planner(_planned_text(source))
     except (cst.ParserSyntaxError, RecursionError):
         return findings
     marked = []
     for finding in findings:
         edit = planner.plan(finding)
-        if edit is not None and isinstance(try_fix(source, finding, findings, settings), str):
+        if edit is not None and isinstance(try_fix(source, finding, findings, settings, planner), str):
             finding = replace(finding, fix=edit.description)
         marked.append(finding)
     return marked
