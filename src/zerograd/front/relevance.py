@@ -170,15 +170,19 @@ class Scan:
     def relevant(self, linked: frozenset[str] = frozenset()) -> set[int]:
         """mark_relevant's closure: the functions that can perform an event."""
         order = self.functions
-        start = self.events | {owner for owner, name in self.counts if name in self.wraps}
+        start = self._performing()
         found = closure([d.name for d in order], {i for i, d in enumerate(order) if id(d) in start},
                         [self.callees[id(d)] for d in order], linked)
         return {id(order[i]) for i in found}
 
+    def _performing(self) -> set[int]:
+        """The functions that perform an event themselves (a wrapping counter's assignment is one)."""
+        return self.events | {owner for owner, name in self.counts if name in self.wraps}
+
     def outline(self, tree: ast.Module) -> Outline:
         """What the project's plan reads of this module (plan.py), as plain data."""
         order = self.functions
-        start = self.events | {owner for owner, name in self.counts if name in self.wraps}
+        start = self._performing()
         index = {id(d): i for i, d in enumerate(order)}
         bases: dict[str, list[tuple[str, bool]]] = {}
         for node in tree.body:

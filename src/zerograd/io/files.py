@@ -362,8 +362,8 @@ def _walk(root: str, config: Config) -> Iterator[str]:
                 entries = sorted(listing, key=lambda e: e.name)
         except OSError:
             continue
-        names = frozenset(e.name for e in entries if e.name in IGNORE_FILES)
-        if respect and names:
+        names = frozenset(e.name for e in entries if e.name in IGNORE_FILES) if respect else frozenset()
+        if names:
             rules = rules_of(folder, rules, names)
         inner = []
         for entry in entries:

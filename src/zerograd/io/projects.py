@@ -15,6 +15,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from ..project.index import import_root
+
 MARKERS = ("pyproject.toml", "setup.cfg", "setup.py", ".git")
 # A "project" this large is a home folder under git or a monorepo root, not a training project:
 # reading it on every one-file run would make the route unusable, so its files are linked only
@@ -62,10 +64,7 @@ def fallback_for(path: str, argument: str, memo: dict[str, str]) -> str:
         return argument
     folder = os.path.dirname(os.path.abspath(path))
     if folder not in memo:
-        top = folder
-        while os.path.isfile(os.path.join(top, "__init__.py")) and os.path.dirname(top) != top:
-            top = os.path.dirname(top)
-        memo[folder] = top
+        memo[folder] = import_root(folder, lambda f: os.path.isfile(os.path.join(f, "__init__.py")))[0]
     return memo[folder]
 
 

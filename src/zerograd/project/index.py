@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Optional
 
@@ -61,6 +61,16 @@ def _matches(text: str) -> tuple[list[re.Match[str]], list[re.Match[str]]]:
     return plain, froms
 
 
+def import_root(folder: str, is_package: Callable[[str], bool]) -> tuple[str, list[str]]:
+    """The folder Python imports a module of `folder` from, and the packages between (outermost
+    first): `a/b/c` with `__init__.py` in `b` and `c` only is (`a`, [`b`, `c`])."""
+    packages: list[str] = []
+    while is_package(folder) and os.path.dirname(folder) != folder:
+        folder, package = os.path.split(folder)
+        packages.insert(0, package)
+    return folder, packages
+
+
 class Index:
     """Module names of the project's files: `a/b/c.py` is `b.c` when `a/b` holds an
     `__init__.py` and `a` does not, and `c` for a script; relative imports go by folders."""
@@ -83,11 +93,8 @@ class Index:
 
     def _name(self, absolute: str) -> tuple[str, str]:
         folder, base = os.path.split(absolute)
-        parts = [] if base == "__init__.py" else [base[:-3]]
-        while self._is_package(folder) and os.path.dirname(folder) != folder:
-            folder, package = os.path.split(folder)
-            parts.insert(0, package)
-        return ".".join(parts), folder
+        root, packages = import_root(folder, self._is_package)
+        return ".".join(packages + ([] if base == "__init__.py" else [base[:-3]])), root
 
     def module(self, importer: str, name: str) -> Optional[str]:
         """The project file (absolute path) that `name`, imported in `importer`, refers to."""
