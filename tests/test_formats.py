@@ -42,7 +42,7 @@ def test_sarif_is_valid_against_the_official_schema() -> None:
     assert [rule["id"] for rule in driver["rules"]] == ["ZG001", "ZG002", "ZG003", "ZG004", "ZG005", "ZG006", "ZG900", "ZG901"]
     assert "## Why is this bad?" in driver["rules"][0]["help"]["markdown"]
     regions = [r["locations"][0]["physicalLocation"]["region"] for r in log["runs"][0]["results"]]
-    assert all(region["startLine"] >= 1 and region["startColumn"] >= 1 for region in regions)
+    assert all(region["startLine"] >= 1 and region.get("startColumn", 1) >= 1 for region in regions)
 
 
 def test_sarif_without_findings_is_valid() -> None:

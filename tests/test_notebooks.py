@@ -84,3 +84,44 @@ def test_python_cell_magics_have_their_body_checked(tmp_path: Path) -> None:
                             cwd=tmp_path, timeout=60)
     assert [line.split(": ")[0] for line in result.stdout.decode().splitlines()] == [
         "timed.ipynb:cell_2:4:5", "timed.ipynb:cell_3:5:5"]
+    # The cells left out are named in --statistics (stderr for the machine formats), on a warm
+    # run (the cache keeps them) as on a cold one.
+    for form, stream in (("text", "stdout"), ("json", "stderr"), ("json", "stderr")):
+        stats = subprocess.run([sys.executable, "-m", "zerograd", "--statistics", "--format", form,
+                                "timed.ipynb"], capture_output=True, cwd=tmp_path, timeout=60)
+        assert ("not checked: 2 notebook cells not Python\n  timed.ipynb: cell 4 (%%bash)\n"
+                "  timed.ipynb: cell 5 (%%writefile)\n") in getattr(stats, stream).decode()
+
+
+def _file_lines_of_expectations(path: Path) -> list[int]:
+    return [n for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1) if "# expect: ZG" in line]
+
+
+def test_github_and_sarif_point_at_the_notebook_file_line() -> None:
+    """GitHub shows annotations and code-scanning alerts on the .ipynb file itself: the line
+    they name is the line of the file that holds the cell's line, and the message names the cell."""
+    path = NOTEBOOKS / "train.ipynb"
+    want = _file_lines_of_expectations(path)
+    run = [sys.executable, "-m", "zerograd", str(path), "--format"]
+    github = subprocess.run([*run, "github"], capture_output=True, cwd=ROOT, timeout=60).stdout.decode()
+    assert [int(m) for m in re.findall(r",line=(\d+),", github)] == want and want
+    assert "::ZG001 cell 4, line 6: " in github and "col=" not in github
+    sarif = json.loads(subprocess.run([*run, "sarif"], capture_output=True, cwd=ROOT, timeout=60).stdout)
+    results = sarif["runs"][0]["results"]
+    assert [r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in results] == want
+    assert [(r["properties"]["cell"], r["properties"]["cellLine"]) for r in results] == [
+        (cell, line) for cell, line, _ in expected(path)]
+    assert results[0]["message"]["text"].startswith("cell 4, line 6: ")
+
+
+def test_file_lines_of_any_source_layout() -> None:
+    """Jupyter writes one string per line; other writers one string per cell, or pieces that
+    split a line: each line of a cell maps to the file line where it begins."""
+    from zerograd.io.notebook import source_file_lines
+
+    text = ('{"cells": [\n {"cell_type": "markdown", "source": "# title"},\n'
+            ' {"cell_type": "code", "source": "a = 1\\nb = 2\\n"},\n'
+            ' {"cell_type": "code",\n  "source": [\n   "x = (",\n   "1)\\n",\n   "\\n",\n   "y = 2"\n  ]}\n]}\n')
+    assert json.loads(text)  # the layout is valid JSON
+    assert source_file_lines(text) == {1: [2], 2: [3, 3], 3: [6, 8, 9]}
+    assert source_file_lines("not json") == {}

@@ -177,13 +177,22 @@ def _stdin_results(name: str, config: Config, describe: bool, cache: Optional[Ca
     return [result]
 
 
+def _skipped(results: list[FileResult]) -> str:
+    """What was read but not checked: notebook cells under a cell magic that is not Python."""
+    cells = [f"{r.path}: {cell}" for r in results for cell in r.skipped]
+    if not cells:
+        return ""
+    return f"not checked: {len(cells)} notebook cell{'s' if len(cells) != 1 else ''} not Python\n" + "".join(
+        f"  {cell}\n" for cell in cells)
+
+
 def _report(results: list[FileResult], selection: Selection, args: argparse.Namespace) -> int:
     located = [(r.path, f) for r in results for f in r.findings if selection.allows(f.code)]
     located.sort(key=lambda item: (item[0], item[1].line, item[1].col, item[1].code))
     sys.stdout.write(FORMATS[args.format](located))
     machine = args.format != "text"  # json and sarif must stay parseable, github's lines commands
     if args.statistics:
-        (sys.stderr if machine else sys.stdout).write(statistics(located))
+        (sys.stderr if machine else sys.stdout).write(statistics(located) + _skipped(results))
     if located and not machine:
         sys.stderr.write(summary(located))
     if not results:

@@ -203,7 +203,8 @@ class Finding:
     message: str
     span: Span
     fix: Optional[str] = None
-    cell: Optional[tuple[int, int]] = None  # notebooks: (cell number, line in the cell), 1-based
+    # Notebooks: (cell number, line in the cell, line of the .ipynb file holding it), 1-based.
+    cell: Optional[tuple[int, int, int]] = None
 
     @property
     def line(self) -> int:

@@ -39,6 +39,7 @@ class FileResult:
     path: str
     findings: list[Finding] = field(default_factory=list)
     error: Optional[str] = None  # the file could not be read at all (exit 2)
+    skipped: list[str] = field(default_factory=list)  # what was left unchecked (--statistics)
 
 
 def decode(data: bytes) -> str:
@@ -96,7 +97,8 @@ def _check_notebook(path: str, data: bytes, settings: Settings, describe: bool) 
         return FileResult(path, [_problem(f"not a notebook: undecodable bytes ({error.reason})")])
     except NotebookError as error:
         return FileResult(path, [_problem(str(error))])
-    return FileResult(path, [notebook.locate(f) for f in check_source(notebook.source, settings, describe)])
+    findings = [notebook.locate(f) for f in check_source(notebook.source, settings, describe)]
+    return FileResult(path, findings, skipped=[f"cell {cell} ({magic})" for cell, magic in notebook.skipped])
 
 
 def read_file(path: str) -> tuple[Optional[bytes], Optional[str]]:
@@ -171,7 +173,7 @@ def _check_rest(data: dict[str, bytes], reported: list[str], stored: _Stored, pr
     for path in (p for p in reported if p not in taken):
         hit = stored.get(path, ())
         if hit is not None:
-            done.append(FileResult(path, hit))
+            done.append(hit)
         elif PREFILTER.encode() in data[path] and jobs > 1:  # sources are ASCII-compatible (PEP 263)
             work.append([path])
         else:
@@ -259,15 +261,16 @@ class _Stored:
             return ()
         return tuple(sorted((os.path.abspath(p), self.hashes[p]) for p in paths))
 
-    def get(self, path: str, group: Group) -> Optional[list[Finding]]:
+    def get(self, path: str, group: Group) -> Optional[FileResult]:
         if self.cache is None:
             return None
-        return self.cache.findings(os.path.abspath(path), self.hashes[path], group, self.describe)
+        entry = self.cache.findings(os.path.abspath(path), self.hashes[path], group, self.describe)
+        return None if entry is None else FileResult(path, entry.findings, skipped=entry.skipped)
 
     def put(self, result: FileResult, group: Group) -> FileResult:
         if self.cache is not None and result.error is None:
             self.cache.store(os.path.abspath(result.path), self.hashes[result.path], group, self.describe,
-                             result.findings)
+                             result.findings, result.skipped)
         return result
 
 
@@ -324,7 +327,7 @@ def _cached_group(group: list[str], stored: _Stored) -> Optional[list[FileResult
         found = stored.get(path, signature)
         if found is None:
             return None
-        results.append(FileResult(path, found))
+        results.append(found)
     return results
 
 

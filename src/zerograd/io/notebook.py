@@ -7,12 +7,15 @@ cell. Each cell contributes its lines plus one empty separator line.
 
 from __future__ import annotations
 
+import bisect
 import io
 import json
+import json.scanner
 import re
 import tokenize
 from dataclasses import dataclass, replace
-from typing import Any
+from functools import cached_property
+from typing import Any, Callable, Optional
 
 from ..analysis.model import Finding
 
@@ -25,13 +28,26 @@ class NotebookError(ValueError):
 class Notebook:
     source: str
     starts: tuple[tuple[int, int], ...]  # (first line in source, cell number), 1-based
+    text: str = ""  # the .ipynb file's own text
+    skipped: tuple[tuple[int, str], ...] = ()  # (cell number, magic) of cells left out
 
     def locate(self, finding: Finding) -> Finding:
         cell, first = 0, 1
         for start, number in self.starts:
             if start <= finding.line:
                 cell, first = number, start
-        return replace(finding, cell=(cell, finding.line - first + 1)) if cell else finding
+        if not cell:
+            return finding
+        line = finding.line - first + 1
+        in_file = self.file_lines.get(cell) or [1]
+        return replace(finding, cell=(cell, line, in_file[min(line, len(in_file)) - 1]))
+
+    @cached_property
+    def file_lines(self) -> dict[int, list[int]]:
+        """Per cell number, the line of the .ipynb file that holds each line of the cell: where
+        a GitHub annotation or a SARIF region can point (they know the file, not its cells).
+        Computed only for a notebook with findings."""
+        return source_file_lines(self.text)
 
 
 def read_notebook(text: str) -> Notebook:
@@ -44,21 +60,88 @@ def read_notebook(text: str) -> Notebook:
         raise NotebookError("not a notebook: no 'cells' list")
     lines: list[str] = []
     starts: list[tuple[int, int]] = []
+    skipped: list[tuple[int, str]] = []
     for number, cell in enumerate(cells, start=1):
         if not isinstance(cell, dict) or cell.get("cell_type") != "code":
             continue
         source = cell.get("source", "")
         text_of_cell = "".join(source) if isinstance(source, list) else str(source)
         starts.append((len(lines) + 1, number))
-        lines.extend(blank_magics(text_of_cell.splitlines()))
+        cell_lines = text_of_cell.splitlines()
+        magic = foreign_cell_magic(cell_lines)
+        if magic is not None:
+            skipped.append((number, magic))
+        lines.extend(blank_magics(cell_lines))
         lines.append("")
-    return Notebook("\n".join(lines) + "\n", tuple(starts))
+    return Notebook("\n".join(lines) + "\n", tuple(starts), text, tuple(skipped))
+
+
+class _At(str):
+    """A JSON string value that knows where it starts in the text."""
+
+    offset = 0
+
+
+def _positioned_loads(text: str) -> Any:
+    """`json.loads`, with each string value an `_At`. The standard library's parsers keep no
+    positions, but its pure-Python scanner takes the string parser from its context."""
+    decoder = json.JSONDecoder()
+    scan: Callable[[str, int, bool], tuple[str, int]] = getattr(decoder, "parse_string")  # noqa: B009
+
+    def parse_string(s: str, end: int, strict: bool) -> tuple[str, int]:
+        value, after = scan(s, end, strict)
+        at = _At(value)
+        at.offset = end
+        return at, after
+
+    decoder.parse_string = parse_string  # type: ignore[attr-defined]
+    decoder.scan_once = json.scanner.py_make_scanner(decoder)  # type: ignore[attr-defined]
+    return decoder.decode(text)
+
+
+def source_file_lines(text: str) -> dict[int, list[int]]:
+    """For each cell (numbered from 1), the file line of each of its
+    lines: the line of the source string where that line begins."""
+    try:
+        cells = _positioned_loads(text).get("cells")
+    except (ValueError, AttributeError):
+        return {}
+    newlines = [i for i, char in enumerate(text) if char == "\n"]
+    out: dict[int, list[int]] = {}
+    for number, cell in enumerate(cells if isinstance(cells, list) else [], start=1):
+        source = cell.get("source") if isinstance(cell, dict) else None
+        pieces = source if isinstance(source, list) else [source]
+        lines: list[int] = []
+        begins = True  # the next character starts a line of the cell
+        for piece in pieces:
+            if not isinstance(piece, _At):
+                continue
+            line = bisect.bisect_left(newlines, piece.offset) + 1
+            parts = piece.split("\n")
+            for index, part in enumerate(parts):
+                ended = index < len(parts) - 1
+                if begins and (part or ended):
+                    lines.append(line)
+                begins = ended or begins and not part
+        out[number] = lines
+    return out
 
 
 # Cell magics that run their body as Python (IPython's own, and memory_profiler's): a loop timed
 # with `%%time` is the usual way a notebook's training cell is written. Any other cell magic
 # (`%%bash`, `%%html`, `%%writefile`) holds something else, and its cell is left out.
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "python", "python3", "debug", "memit"})
+
+
+def foreign_cell_magic(lines: list[str]) -> Optional[str]:
+    """The cell magic (`%%bash`) that leaves this cell out, if one does."""
+    for line in lines:
+        words = line.lstrip()[2:].split() if line.lstrip().startswith("%%") else None
+        if words is None:
+            return None
+        if not words or words[0] not in PYTHON_CELL_MAGICS:
+            return f"%%{words[0] if words else ''}"
+    return None
 
 
 def blank_magics(lines: list[str]) -> list[str]:

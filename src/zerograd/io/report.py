@@ -49,7 +49,7 @@ def as_json(findings: Sequence[Located]) -> str:
             "fix": f.fix,
         }
         if f.cell is not None:
-            row["cell"], row["cell_line"] = f.cell
+            row["cell"], row["cell_line"], row["file_line"] = f.cell
         rows.append(row)
     return json.dumps(rows, indent=2) + "\n"
 
@@ -95,13 +95,16 @@ def _level(code: str) -> str:
 
 
 def _sarif_result(path: str, f: Finding, index: int) -> dict[str, Any]:
-    region = {"startLine": f.line, "startColumn": f.col + 1, "endLine": f.span.end_line,
-              "endColumn": f.span.end_col + 1}
+    region: dict[str, Any] = {"startLine": f.line, "startColumn": f.col + 1, "endLine": f.span.end_line,
+                              "endColumn": f.span.end_col + 1}
+    if f.cell is not None:
+        # A viewer shows the .ipynb file: point at the file line that holds the cell's line.
+        region = {"startLine": f.cell[2]}
     result: dict[str, Any] = {
         "ruleId": f.code,
         "ruleIndex": index,
         "level": _level(f.code),
-        "message": {"text": f.message},
+        "message": {"text": _cell_message(f)},
         "locations": [{"physicalLocation": {"artifactLocation": {"uri": PurePath(path).as_posix()},
                                             "region": region}}],
     }
@@ -109,7 +112,7 @@ def _sarif_result(path: str, f: Finding, index: int) -> dict[str, Any]:
     if f.fix is not None:
         properties["fix"] = f.fix  # what `zerograd --fix` would do
     if f.cell is not None:
-        properties.update(cell=f.cell[0], cellLine=f.cell[1])
+        properties.update(cell=f.cell[0], cellLine=f.cell[1], programLine=f.line, programColumn=f.col + 1)
     result["properties"] = properties
     return result
 
@@ -118,13 +121,19 @@ def github(findings: Sequence[Located]) -> str:
     """GitHub Actions workflow commands; no column when the finding spans several lines."""
     out = []
     for path, f in findings:
-        props = [f"file={_escape_property(path)}", f"line={f.line}", f"endLine={f.span.end_line}"]
-        if f.span.end_line == f.line:
-            props += [f"col={f.col + 1}", f"endColumn={f.span.end_col + 1}"]
+        if f.cell is not None:  # the line of the .ipynb file that holds the cell's line
+            props = [f"file={_escape_property(path)}", f"line={f.cell[2]}"]
+        else:
+            props = [f"file={_escape_property(path)}", f"line={f.line}", f"endLine={f.span.end_line}"]
+            if f.span.end_line == f.line:
+                props += [f"col={f.col + 1}", f"endColumn={f.span.end_col + 1}"]
         props.append(f"title={_escape_property(f'{f.code} {RULES[f.code].name}')}")
-        message = f.message if f.cell is None else f"cell {f.cell[0]}, line {f.cell[1]}: {f.message}"
-        out.append(f"::{_level(f.code)} {','.join(props)}::{_escape_data(f'{f.code} {message}')}\n")
+        out.append(f"::{_level(f.code)} {','.join(props)}::{_escape_data(f'{f.code} {_cell_message(f)}')}\n")
     return "".join(out)
+
+
+def _cell_message(f: Finding) -> str:
+    return f.message if f.cell is None else f"cell {f.cell[0]}, line {f.cell[1]}: {f.message}"
 
 
 def _escape_data(value: str) -> str:

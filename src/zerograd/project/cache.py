@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any, Optional
@@ -27,7 +28,7 @@ from ..analysis.rules import FIXABLE
 from ..front.relevance import Outline
 from ..version import __version__
 
-FORMAT = 1  # of the entries; bumped when their layout changes
+FORMAT = 2  # of the entries; bumped when their layout changes
 NAME = ".zerograd_cache"
 ENV = "ZEROGRAD_CACHE_DIR"
 Group = tuple[tuple[str, str], ...]  # (absolute path, content hash) of the modules linked together
@@ -70,6 +71,7 @@ class Entry:
     group: Group
     describe: bool
     findings: list[Finding]
+    skipped: list[str]  # what the file holds that was not checked (a notebook's bash cells)
 
 
 class Cache:
@@ -88,24 +90,27 @@ class Cache:
             return None
         try:
             group = tuple((str(p), str(h)) for p, h in body["group"])
-            return Entry(str(body["sha"]), group, bool(body["describe"]), [_finding(f) for f in body["findings"]])
-        except (KeyError, TypeError, ValueError):
+            skipped = [str(s) for s in body.get("skipped", [])]
+            return Entry(str(body["sha"]), group, bool(body["describe"]), [_finding(f) for f in body["findings"]],
+                         skipped)
+        except (KeyError, TypeError, ValueError, IndexError):
             return None
 
-    def findings(self, path: str, sha: str, group: Group, describe: bool) -> Optional[list[Finding]]:
-        """The cached findings of `path` with content `sha`, linked with `group`; None: a miss."""
+    def findings(self, path: str, sha: str, group: Group, describe: bool) -> Optional[Entry]:
+        """The cached entry of `path` with content `sha`, linked with `group`; None: a miss."""
         entry = self.entry(path)
         if entry is None or entry.sha != sha or entry.group != group:
             return None
         if describe and not entry.describe and any(f.code in FIXABLE for f in entry.findings):
             return None  # written without fix descriptions, which this format prints
-        return entry.findings if describe else [replace(f, fix=None) for f in entry.findings]
+        return entry if describe else replace(entry, findings=[replace(f, fix=None) for f in entry.findings])
 
-    def store(self, path: str, sha: str, group: Group, describe: bool, findings: list[Finding]) -> None:
+    def store(self, path: str, sha: str, group: Group, describe: bool, findings: list[Finding],
+              skipped: Sequence[str] = ()) -> None:
         if any(f.code == "ZG901" for f in findings):
             return  # an internal error is not a fact about the file
         self._save("file", path, {"sha": sha, "group": [list(m) for m in group], "describe": describe,
-                                  "findings": [_row(f) for f in findings]})
+                                  "findings": [_row(f) for f in findings], "skipped": list(skipped)})
 
     # --- plans ------------------------------------------------------------------------------
 
@@ -205,5 +210,5 @@ def _finding(row: Any) -> Finding:
         raise ValueError("malformed finding")
     if fix is not None and not isinstance(fix, str):
         raise ValueError("malformed fix")
-    located = None if cell is None else (int(cell[0]), int(cell[1]))
+    located = None if cell is None else (int(cell[0]), int(cell[1]), int(cell[2]))
     return Finding(code, message, Span(line, col, end_line, end_col), fix, located)
