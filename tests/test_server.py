@@ -11,6 +11,7 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
+from zerograd.io.report import rule_url
 
 BUG = "import torch\nfor b in loader:\n    loss = model(b).sum()\n    loss.backward()\n    optimizer.step()\n"
 MISPLACED = ("import torch\nfor b in loader:\n    loss = model(b).sum()\n    loss.backward()\n"
@@ -56,7 +57,7 @@ async def test_diagnostic_quickfix_change_and_fix_all(client: LanguageClient, tm
     (found,) = await diagnostics_for(client, uri)
     assert found.code == "ZG001" and found.source == "zerograd"
     assert (found.range.start.line, found.range.start.character) == (4, 4)  # 0-based: line 5, col 5
-    assert found.code_description is not None and found.code_description.href.endswith("#zg001")
+    assert found.code_description is not None and found.code_description.href == rule_url("ZG001")
     assert found.severity == types.DiagnosticSeverity.Warning
 
     actions = await client.text_document_code_action_async(types.CodeActionParams(

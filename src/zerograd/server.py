@@ -28,7 +28,7 @@ from .io.config import Config, ConfigError, Selection, find_pyproject, load_conf
 from .io.files import check_source, encoded, lint_paths
 from .io.fix import fix_source, try_fix
 from .io.notebook import blank_magics
-from .io.report import INFORMATION_URI
+from .io.report import rule_url
 from .project.cache import Cache, cache_folder
 from .version import __version__
 
@@ -110,10 +110,15 @@ def diagnostic(finding: Finding, lines: Sequence[str], document: Optional[TextDo
         message=finding.message,
         severity=types.DiagnosticSeverity.Error if finding.code.startswith("ZG9") else types.DiagnosticSeverity.Warning,
         code=finding.code,
-        code_description=types.CodeDescription(href=f"{INFORMATION_URI}#{finding.code.lower()}"),
+        code_description=_rule_link(finding.code),
         source=SOURCE,
         data={"fix": finding.fix} if finding.fix else None,
     )
+
+
+def _rule_link(code: str) -> Optional[types.CodeDescription]:
+    url = rule_url(code)
+    return None if url is None else types.CodeDescription(href=url)
 
 
 def whole_document_edit(uri: str, old: str, new: str) -> types.WorkspaceEdit:

@@ -5,15 +5,40 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Sequence
+from functools import cache
 from pathlib import PurePath
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 from ..analysis.model import Finding
 from ..analysis.rules import RULES, rule_page
 from ..version import __version__
 
 Located = tuple[str, Finding]
-INFORMATION_URI = "https://pypi.org/project/zerograd/"
+RULE_PAGES = "src/zerograd/ruledocs"  # where the rule pages sit in the repository
+
+
+@cache
+def repository() -> Optional[str]:
+    """The `Repository` of the installed distribution's `[project.urls]`; None when zerograd
+    runs from a tree that was never installed (no metadata to read)."""
+    from importlib import metadata
+
+    try:
+        urls = metadata.metadata("zerograd").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        return None
+    for entry in urls:
+        label, _, url = entry.partition(",")
+        if label.strip().lower() == "repository" and url.strip():
+            return str(url).strip().rstrip("/")
+    return None
+
+
+def rule_url(code: str) -> Optional[str]:
+    """The rule's page in the repository at this release's tag (`v0.1.0`): the page that
+    matches the installed code, whatever the default branch has become since."""
+    home = repository()
+    return None if home is None else f"{home}/blob/v{__version__}/{RULE_PAGES}/{code}.md"
 
 
 def _where(path: str, f: Finding) -> str:
@@ -64,8 +89,7 @@ def sarif(findings: Sequence[Located]) -> str:
         "version": "2.1.0",
         "runs": [
             {
-                "tool": {"driver": {"name": "zerograd", "version": __version__,
-                                    "informationUri": INFORMATION_URI, "rules": rules}},
+                "tool": {"driver": _driver(rules)},
                 "columnKind": "unicodeCodePoints",
                 "results": results,
             }
@@ -74,20 +98,29 @@ def sarif(findings: Sequence[Located]) -> str:
     return json.dumps(log, indent=2) + "\n"
 
 
+def _driver(rules: list[dict[str, Any]]) -> dict[str, Any]:
+    driver: dict[str, Any] = {"name": "zerograd", "version": __version__}
+    if repository() is not None:
+        driver["informationUri"] = repository()
+    driver["rules"] = rules
+    return driver
+
+
 def _sarif_rule(code: str) -> dict[str, Any]:
     rule = RULES[code]
     page = rule_page(code)
     what = page.section("What it does") or rule.summary
-    return {
+    out = {
         "id": code,
         "name": rule.name,
         "shortDescription": {"text": rule.summary},
         "fullDescription": {"text": what},
         "help": {"text": page.text or rule.summary, "markdown": page.text or rule.summary},
-        "helpUri": f"{INFORMATION_URI}#{code.lower()}",
+        "helpUri": rule_url(code),
         "defaultConfiguration": {"level": _level(code)},
         "properties": {"tags": ["pytorch", "correctness"]},
     }
+    return {key: value for key, value in out.items() if value is not None}
 
 
 def _level(code: str) -> str:
