@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from zerograd.engine import lint_source, may_hold_findings
 from zerograd.knowledge.frameworks import FRAMEWORKS, accumulation_of, framework_of
 
@@ -75,3 +77,38 @@ def test_tables() -> None:
     for framework in FRAMEWORKS:
         events = [s.event for s in framework.order if s.event is not None]
         assert len(events) == len(set(events)) == 3, framework.name  # one backward, step and clear each
+
+
+def test_hook_messages_name_what_the_user_wrote_and_what_a_hook_can_do() -> None:
+    """issue 31: the framework's optimizer is no name the user wrote, and a hook cannot move its
+    clear before the framework's backward; the message names the clear as written and the hook,
+    and says to drop it (Lightning: or override optimizer_zero_grad)."""
+    from zerograd.analysis.model import Settings
+    from zerograd.io.files import check_source
+
+    cases = {
+        "fixtures/zg002_framework_hooks.py": ("drop it", "zero_grad(set_to_none=True)"),
+        "fixtures/zg003_framework_hooks.py": ("drop it",),
+        "fixtures/zg001_framework_hooks.py": ("override of optimizer_zero_grad()",),
+    }
+    root = Path(__file__).resolve().parent.parent
+    for path, advice in cases.items():
+        source = (root / path).read_text(encoding="utf-8")
+        lines = source.splitlines()
+        findings = [f for f in check_source(source, Settings(), describe=False) if f.code != "ZG005"]
+        assert findings
+        for finding in findings:
+            written = lines[finding.line - 1].strip().split("  #")[0]
+            if finding.code != "ZG001":
+                assert finding.message.startswith((f"{written} in ", "setting .grad in ")), finding.message
+                assert "'optimizer'" not in finding.message and "move optimizer" not in finding.message
+                assert f" in {_enclosing_def(lines, finding.line)}() " in finding.message
+            assert any(a in finding.message for a in advice), finding.message
+    assert "override optimizer_zero_grad()" in lint_source(EVERY_BATCH.format(first=4, second=4))[0].message
+
+
+def _enclosing_def(lines: list[str], line: int) -> str:
+    for text in reversed(lines[: line - 1]):
+        if text.lstrip().startswith("def "):
+            return text.lstrip()[4:].split("(")[0]
+    return ""

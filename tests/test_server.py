@@ -11,6 +11,7 @@ import pytest
 import pytest_lsp
 from lsprotocol import types
 from pytest_lsp import ClientServerConfig, LanguageClient
+
 from zerograd.io.report import rule_url
 
 BUG = "import torch\nfor b in loader:\n    loss = model(b).sum()\n    loss.backward()\n    optimizer.step()\n"

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Optional, Protocol
 
 from .analysis.graph import TooBig
 from .analysis.model import Finding, Settings, Span, calls_of
-from .analysis.rules import code_for, message
+from .analysis.rules import CLEAR_KINDS, HOOK_KINDS, Hook, code_for, message
 from .analysis.summaries import CapReached
 from .analysis.verdicts import Verdict
-from .knowledge.frameworks import ALONE, HOOKS, Outside
+from .knowledge.frameworks import ALONE, HOOKS, Outside, named
 
 CHUNK_LINES = 2000
 
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 class Locator(Protocol):
     def locate(self, site: int) -> Span: ...
+
+    def text(self, site: int) -> str: ...
 
 # Every BACKWARD form of rules.md is a call whose name ends in `backward` (`.backward(`,
 # `manual_backward(`, `torch.autograd.backward(`, `backward (`): without one, no finding is
@@ -197,7 +199,7 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
     goes wrong, at the call that leads to the event."""
     callees = {call.site: call.callee for function in program.functions for call in calls_of(function.body)}
     explained = {fid: {(_family(v.kind), v.chain) for v in verdicts} for fid, verdicts in found.items()}
-    reported: dict[tuple[str, int], tuple[str, str, int, str, str]] = {}
+    reported: dict[tuple[str, int], tuple[str, str, int, str, str, Optional[Hook]]] = {}
     first_step: dict[tuple[int, str], int] = {}  # (step function, optimizer) -> the step its ZG005 is at
     for fid, verdicts in found.items():
         function = program.functions[fid]
@@ -208,12 +210,14 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
             stepper = function.step_function and not analyzer.in_loop(fid, verdict.chain[0])
             code = code_for(verdict, stepper)
             line = sites.locate(verdict.note).line if verdict.note is not None else 0
-            label, kind, site = verdict.label, verdict.kind, verdict.chain[0]
+            label, kind, site, hook = verdict.label, verdict.kind, verdict.chain[0], None
             if function.driver:
                 # A framework's order around the user's hooks (drivers.py): reported at the event
                 # itself, in the hook, and a dropped clear as the override's (rules.md section 7).
                 label, site = "optimizer", verdict.chain[-1]
                 kind = "hook_never_cleared" if code == "ZG001" and len(verdict.chain) == 1 else kind
+                hook = _hook(program, callees, verdict.chain, function.driver) if kind in HOOK_KINDS else None
+                label = _as_written(sites.text(site)) if hook is not None and kind in CLEAR_KINDS else label
             if code == "ZG005":
                 # One step function, one bug: reported once, at its first step (an AMP branch and
                 # a plain one each stepping the optimizer are not two).
@@ -223,16 +227,35 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
                 if key in first_step:
                     del reported[("ZG005", first_step[key])]
                 first_step[key] = site
-            reported.setdefault((code, site), (label, kind, line, verdict.other, verdict.loss))
+            reported.setdefault((code, site), (label, kind, line, verdict.other, verdict.loss, hook))
     # A clear right before the step also wipes accumulated micro-batches; ZG002 says it better.
     findings = [
-        (site, Finding(code, message(code, label, kind, line, other, loss), sites.locate(site)))
-        for (code, site), (label, kind, line, other, loss) in reported.items()
+        (site, Finding(code, message(code, label, kind, line, other, loss, hook), sites.locate(site)))
+        for (code, site), (label, kind, line, other, loss, hook) in reported.items()
         if not (code == "ZG003" and ("ZG002", site) in reported)
         # A step that is never cleared says first what to fix; ZG006 may follow once it is.
         and not (code == "ZG006" and any((leak, site) in reported for leak in ("ZG001", "ZG004", "ZG005")))
     ]
     return sorted(findings, key=lambda f: (f[1].line, f[1].col, f[1].code))
+
+
+def _as_written(code: str) -> str:
+    """The clear as the user wrote it, when it fits in a message (`self.zero_grad()`)."""
+    if "\n" not in code and len(code) <= 60:
+        return code
+    return "setting .grad" if ".grad" in code else "the clear here"
+
+
+def _hook(program: Program, callees: dict[int, int], chain: tuple[int, ...], driver: str) -> Optional[Hook]:
+    """The hook a finding of a framework's order is in: the one the driver calls on the way to
+    the clear, or for a clear hook that never clears, the framework's clear hook."""
+    framework = named(driver)
+    runner = driver if framework is None else framework.who  # an engine's handlers (ignite)
+    clear_hook = "" if framework is None else framework.clear_hook
+    if len(chain) == 1:
+        return Hook(clear_hook, runner, clear_hook) if clear_hook else None
+    called = callees.get(chain[-2])
+    return None if called is None else Hook(program.functions[called].name, runner, clear_hook)
 
 
 def _position(sites: Locator, site: int) -> tuple[int, int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
+from typing import Optional
 
 from .verdicts import Verdict
 
@@ -108,15 +109,44 @@ _VARIANTS = {
     "before the loop left in .grad; clear '{o}' before the loop or at the top of the loop",
     "hook_never_cleared": "gradients of '{o}' are never cleared: the framework steps it every batch but this "
     "override of its zero_grad hook never clears it; call {o}.zero_grad() in it",
+    "hook_hook_never_cleared": "gradients of '{o}' are never cleared: {runner} steps it every batch but this "
+    "override of {hook}() never clears it; call {o}.zero_grad() in it",
+    # In a hook (rules.md section 7) the user wrote neither the framework's optimizer nor its
+    # backward and step, and cannot move its clear across them: {o} is the clear as written.
+    "hook_cleared_before_step": "{o} in {hook}() clears the gradients after {runner}'s backward() and before its "
+    "optimizer step, so the step applies zeroed gradients; drop it ({runner} clears them itself{advice})",
+    "hook_zeroed_before_step": "{o} in {hook}() zeroes the gradients in place after {runner}'s backward() and "
+    "before its optimizer step on some path, so the step still moves the weights (momentum, weight decay); "
+    "set them to None instead (zero_grad(set_to_none=True)): the step skips parameters without gradients",
+    "hook_frequency_mismatch": "{o} in {hook}() clears the gradients on batches where {runner} accumulates them "
+    "without stepping, which defeats gradient accumulation; drop it ({runner} clears them itself{advice})",
 }
+CLEAR_KINDS = frozenset({"cleared_before_step", "zeroed_before_step", "frequency_mismatch"})  # at the clear
+HOOK_KINDS = CLEAR_KINDS | {"hook_never_cleared"}
 
 
-def message(code: str, optimizer: str, kind: str = "", line: int = 0, other: str = "", loss: str = "") -> str:
+@dataclass(frozen=True)
+class Hook:
+    """Where a finding in a framework's hook is: the hook, who calls it, and where a clear of
+    the user's own belongs (Lightning's optimizer_zero_grad), for its message."""
+
+    name: str
+    runner: str
+    clear_hook: str = ""
+
+
+def message(code: str, optimizer: str, kind: str = "", line: int = 0, other: str = "", loss: str = "",
+            hook: Optional[Hook] = None) -> str:
     if code == "ZG005" and kind in ("partially_cleared", "part_cleared"):
         kind = ""
     if kind == "leaked_in" and not line:
         kind = "leaked_in_unplaced"
-    return _VARIANTS.get(kind, RULES[code].message).format(o=optimizer, line=line, other=other, loss=loss)
+    words = {"o": optimizer, "line": line, "other": other, "loss": loss}
+    if hook is not None and kind in HOOK_KINDS:
+        kind = f"hook_{kind}"
+        advice = f", or override {hook.clear_hook}() to clear them your own way" if hook.clear_hook else ""
+        words.update(hook=hook.name, runner=hook.runner, advice=advice)
+    return _VARIANTS.get(kind, RULES[code].message).format(**words)
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,10 @@ class Sites:
     def node(self, site: int) -> cst.CSTNode:
         return self.nodes[site][0]
 
+    def text(self, site: int) -> str:
+        """The code of the site's node, as written."""
+        return self.chunks[self.nodes[site][1]].module.code_for_node(self.nodes[site][0])
+
     def locate(self, site: int) -> Span:
         node, chunk_index, top = self.nodes[site]
         chunk = self.chunks[chunk_index]

@@ -49,6 +49,12 @@ class Framework:
     modules: re.Pattern[str]  # modules whose zero_grad() clears all of its parameters
     accumulation: tuple[frozenset[str], str] = (frozenset(), "")  # (constructors, keyword) that set N
     manual: str = ""  # an attribute that, set to False, hands the order to the user
+    runner: str = ""  # who calls the hooks, as messages name it (default: the name)
+    clear_hook: str = ""  # the hook a user overrides to clear the gradients their own way
+
+    @property
+    def who(self) -> str:
+        return self.runner or self.name
 
     def slot(self, hook: str) -> Optional[Slot]:
         return next((s for s in self.order if s.hook == hook), None)
@@ -90,6 +96,7 @@ FRAMEWORKS = (
         re.compile(r"self"),
         (frozenset({"Trainer"}), "accumulate_grad_batches"),
         manual="automatic_optimization",
+        clear_hook="optimizer_zero_grad",
     ),
     # Lightning 2.6.6 callbacks (pytorch/callbacks/callback.py): the same points of the same
     # order, called with (trainer, pl_module, ...) just before the LightningModule's own hook.
@@ -112,6 +119,7 @@ FRAMEWORKS = (
         _LIGHTNING_OPTIMIZER,
         re.compile(r"pl_module|trainer\.(?:lightning_module|model)"),
         (frozenset({"Trainer"}), "accumulate_grad_batches"),
+        runner="Lightning",
     ),
     # transformers 5.25.0, trainer.py, Trainer._inner_training_loop (lines 1932-2006): per
     # micro-batch on_step_begin (first of a window), training_step (its default: compute_loss,
@@ -132,6 +140,7 @@ FRAMEWORKS = (
         re.compile(r"self\.optimizer"),
         re.compile(r"model|self\.model|self\.model_wrapped"),
         (frozenset({"TrainingArguments", "Seq2SeqTrainingArguments"}), "gradient_accumulation_steps"),
+        runner="the Hugging Face Trainer",
     ),
     Framework(
         "Hugging Face TrainerCallback",
@@ -151,6 +160,7 @@ FRAMEWORKS = (
         re.compile(r"optimizer|kwargs\[\"optimizer\"\]|kwargs\.get\(\"optimizer\"\)"),
         re.compile(r"model|kwargs\[\"model\"\]|kwargs\.get\(\"model\"\)"),
         (frozenset({"TrainingArguments", "Seq2SeqTrainingArguments"}), "gradient_accumulation_steps"),
+        runner="the Hugging Face Trainer",
     ),
     # fastai 2.8.12, learner.py: Learner._do_one_batch (after_pred, after_loss) and _do_grad_opt:
     # _with_events(_backward, 'backward') = before_backward, loss_grad.backward(), after_backward;

@@ -37,6 +37,10 @@ class Linked:
         number = self.module_of(site)
         return self.locators[number].locate(site - self.bases[number])
 
+    def text(self, site: int) -> str:
+        number = self.module_of(site)
+        return self.locators[number].text(site - self.bases[number])
+
 
 def check_group(project: Project, group: list[str], settings: Settings) -> dict[str, list[Finding]]:
     """Build the modules of one group in order, link them, and analyse them as one program."""
