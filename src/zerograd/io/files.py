@@ -352,10 +352,11 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
             yield path, f"{path}: no such file or directory"
 
 
-def _walk(root: str, config: Config) -> Iterator[str]:
+def _walk(root: str, config: Config, packages_only: bool = False) -> Iterator[str]:
     """Like os.walk (symlinked folders are not entered), with the file type from the directory
     entry instead of a stat per file; what `.gitignore` and `.ignore` files name is skipped
-    (ignore.py) unless the config turns `respect-gitignore` off."""
+    (ignore.py) unless the config turns `respect-gitignore` off. `packages_only`: enter only
+    folders with an `__init__.py` (what Python imports from `root`, projects.py)."""
     respect = config.respect_gitignore
     folders: list[tuple[str, Rules]] = [(root, rules_above(root) if respect else ())]
     while folders:
@@ -372,6 +373,8 @@ def _walk(root: str, config: Config) -> Iterator[str]:
         for entry in entries:
             path = os.path.join(folder, entry.name)
             if entry.is_dir(follow_symlinks=False):
+                if packages_only and not os.path.isfile(os.path.join(path, "__init__.py")):
+                    continue
                 if not config.is_excluded(path) and not _is_virtualenv(path) and not (rules and ignored(rules, path, True)):
                     inner.append((path, rules))
             elif (entry.name.endswith(SUFFIXES) and entry.is_file() and not config.is_excluded(path)
@@ -408,9 +411,10 @@ def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: 
                 results.append(FileResult(path, error=error))
             else:
                 arguments.setdefault(path, argument)
-    memo: dict[str, str] = {}
+    memo: dict[str, str] = {}  # a named file's folder -> its import root
     pairs = sorted((path, fallback_for(path, argument, memo)) for path, argument in arguments.items())
-    projects = contexts(pairs, lambda root: iter(listed[root]) if root in listed else _walk(root, config))
+    projects = contexts(pairs, lambda root, packages_only: iter(listed[root]) if root in listed
+                        else _walk(root, config, packages_only), imported=set(memo.values()))
     results += _check_all(projects, settings, describe, jobs, cache, overrides)
     for result in results:
         ignored = config.ignored_for(result.path)

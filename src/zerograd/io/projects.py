@@ -5,7 +5,10 @@ project as context and reports only the files it was given.
 
 The project of a file is the nearest folder above it that holds a `pyproject.toml`, `setup.cfg`,
 `setup.py` or `.git`; without one, the folder the run was pointed at (the directory argument the
-file was found under; for a file named on its own, the folder above its top package).
+file was found under; for a file named on its own, the folder above its top package). In that
+last case the project is what Python imports from that folder, its modules and its packages
+(folders with `__init__.py`), not every folder below it: a script in a home or downloads folder
+is not linked with whatever else lies there.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ..project.index import import_root
@@ -31,9 +35,11 @@ class Projects:
     roots: dict[str, str] = field(default_factory=dict)  # folder -> its project's root ("" : none)
 
     def root_of(self, path: str, fallback: str) -> str:
-        folder = os.path.dirname(os.path.abspath(path))
-        found = self._marked(folder)
-        return found or os.path.abspath(fallback)
+        return self.marked(path) or os.path.abspath(fallback)
+
+    def marked(self, path: str) -> str:
+        """The project root a marker names for `path`, or ""."""
+        return self._marked(os.path.dirname(os.path.abspath(path)))
 
     def _marked(self, folder: str) -> str:
         seen = []
@@ -68,20 +74,25 @@ def fallback_for(path: str, argument: str, memo: dict[str, str]) -> str:
     return memo[folder]
 
 
-def contexts(given: Iterable[tuple[str, str]], walk: Callable[[str], Iterator[str]]) -> dict[str, tuple[list[str], list[str]]]:
+def contexts(given: Iterable[tuple[str, str]], walk: Callable[[str, bool], Iterator[str]],
+             imported: AbstractSet[str] = frozenset()) -> dict[str, tuple[list[str], list[str]]]:
     """Root -> (the given files of its project, the project's other Python modules), for the
-    given (path, fallback) pairs; `walk` lists a folder's files without the excluded ones. A
-    project over MAX_CONTEXT modules gets no context (see above)."""
+    given (path, fallback) pairs; `walk(root, packages_only)` lists a folder's files without the
+    excluded ones, entering only packages for a fallback in `imported` (an import root, see
+    above). A project over MAX_CONTEXT modules gets no context (see above)."""
     projects = Projects()
     found: dict[str, tuple[list[str], list[str]]] = {}
+    packages_only: set[str] = set()
     for path, fallback in given:
         root = projects.root_of(path, fallback)
         if root not in found:
             found[root] = ([], [])
         found[root][0].append(path)
+        if fallback in imported and not projects.marked(path):
+            packages_only.add(root)
     for root, (files, context) in found.items():
         named = {os.path.abspath(path) for path in files}
-        for module in walk(root):
+        for module in walk(root, root in packages_only):
             if module.endswith(".py") and os.path.abspath(module) not in named:
                 context.append(module)
                 if len(context) > MAX_CONTEXT:
