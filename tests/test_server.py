@@ -145,3 +145,15 @@ def test_uris_become_paths_through_pygls(tmp_path: Path) -> None:
     odd = tmp_path / "a b" / "c%d é.py"
     assert path_of(odd.as_uri()) == str(odd)
     assert path_of("untitled:Untitled-1") == "" and path_of("vscode-notebook-cell:/x.ipynb#W1") == ""
+
+
+def test_fix_descriptions_wait_for_a_code_action(tmp_path: Path) -> None:
+    """Describing a fix re-checks the fixed text; on a 600-line file with 25 fixable findings
+    that took every publish from 0.17 to 4.5 s. The publish carries none; a code action asks."""
+    from zerograd.server import lint_all
+
+    path = tmp_path / "train.py"
+    path.write_text(BUG)
+    linted = lint_all({path.as_uri(): BUG}, {})[path.as_uri()]
+    assert [f.fix for f in linted.findings] == [None]
+    assert [f.fix for f in linted.described] == ["insert optimizer.zero_grad() at line 3"]

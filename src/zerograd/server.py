@@ -16,6 +16,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 from lsprotocol import types
@@ -24,6 +25,7 @@ from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
 from .analysis.model import Finding
+from .analysis.rules import FIXABLE
 from .io.config import Config, ConfigError, Selection, find_pyproject, load_config
 from .io.files import check_source, encoded, lint_paths
 from .io.fix import fix_source, try_fix
@@ -40,11 +42,18 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Linted:
-    """What one lint of a document's text found: the actions are computed from it on request."""
+    """What one lint of a document's text found: the actions are computed from it on request,
+    and so are the descriptions of the fixes (a second parse, not paid at every keystroke)."""
 
     source: str
     findings: list[Finding]
     config: Config
+
+    @cached_property
+    def described(self) -> list[Finding]:
+        from .io.fix import describe
+
+        return describe(self.source, self.findings, self.config.settings)
 
 
 def config_for(uri: str) -> Config:
@@ -87,12 +96,12 @@ def lint_all(documents: dict[str, str], buffers: dict[str, str]) -> dict[str, Li
         if on_disk:
             cache = Cache(cache_folder(None, config.cache_dir, str(config.root)), config.settings)
             results = {r.path: r for r in lint_paths([path_of(u) for u in on_disk], config.settings, 1, config,
-                                                       cache=cache, overrides=overrides)}
+                                                       describe=False, cache=cache, overrides=overrides)}
         for uri in uris:
             result = results.get(path_of(uri))
             path = path_of(uri)
             ignored = config.ignored_for(path) if path else ()
-            findings = check_source(documents[uri], config.settings) if result is None else result.findings
+            findings = check_source(documents[uri], config.settings, describe=False) if result is None else result.findings
             kept = [f for f in findings if selection.allows(f.code) and not (ignored and f.code.startswith(ignored))]
             found[uri] = Linted(documents[uri], kept, config)
     return found
@@ -112,7 +121,6 @@ def diagnostic(finding: Finding, lines: Sequence[str], document: Optional[TextDo
         code=finding.code,
         code_description=_rule_link(finding.code),
         source=SOURCE,
-        data={"fix": finding.fix} if finding.fix else None,
     )
 
 
@@ -136,7 +144,8 @@ def code_actions(uri: str, linted: Linted, wanted: Sequence[types.Diagnostic],
     kinds = set(only or ())
     if not kinds or types.CodeActionKind.QuickFix in kinds:
         asked = {(d.code, d.range.start.line) for d in wanted if d.source == SOURCE}
-        for finding in linted.findings:
+        fixable = [f for f in linted.findings if f.code in FIXABLE and (f.code, f.line - 1) in asked]
+        for finding in linted.described if fixable else ():
             if finding.fix is None or (finding.code, finding.line - 1) not in asked:
                 continue
             fixed = try_fix(linted.source, finding, linted.findings, linted.config.settings)
