@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from importlib import resources
 from typing import Optional
 
 from .verdicts import Verdict
@@ -162,6 +161,8 @@ class RulePage:
 
 def rule_page(code: str) -> RulePage:
     try:
+        from importlib import resources  # only --explain and SARIF read the pages
+
         return RulePage(resources.files("zerograd").joinpath("ruledocs").joinpath(f"{code}.md").read_text(encoding="utf-8"))
     except (FileNotFoundError, OSError):
         return RulePage("")

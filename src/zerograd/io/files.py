@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import gc
 import io
-import multiprocessing
 import os
 import stat
 import sys
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
@@ -230,6 +228,9 @@ def _run(work: list[list[str]], shared: _Shared, workers: int) -> Iterator[tuple
     if workers < 2:
         yield from ((paths, shared.check(paths)) for paths in work)
         return
+    import multiprocessing  # only a run with work for a pool pays for the import
+    from concurrent.futures import ProcessPoolExecutor
+
     if "fork" in multiprocessing.get_all_start_methods() and sys.platform != "darwin":
         _SHARED = shared
         try:
