@@ -279,3 +279,19 @@ def test_discovery_respects_gitignore(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text("[tool.zerograd]\nrespect-gitignore = false\n")
     assert _reported(run(".", cwd=tmp_path)) == everything
     assert _reported(run("--respect-gitignore", ".", cwd=tmp_path)) == ["./keep_copy.py", "./sub/ok.py", "./train.py"]
+
+
+def test_a_reader_that_goes_away_gets_no_traceback() -> None:
+    """`zerograd . | head -1`, `zerograd server --help | head -1`: the pipe closes before the
+    output is written; a one-line exit, never a traceback."""
+    import os
+
+    for args in (["server", "--help"], ["--explain", "ZG001"], ["examples/"]):
+        read, write = os.pipe()
+        os.close(read)
+        try:
+            result = subprocess.run([sys.executable, "-m", "zerograd", *args], stdout=write, stderr=subprocess.PIPE,
+                                    cwd=Path(__file__).resolve().parent.parent, timeout=60)
+        finally:
+            os.close(write)
+        assert b"Traceback" not in result.stderr and result.returncode == 2, result.stderr.decode()

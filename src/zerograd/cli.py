@@ -29,7 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
                "exit codes:\n"
                "  0  no findings (or --exit-zero)\n"
                "  1  findings reported (--diff: a fix would change a file)\n"
-               "  2  an error: a bad option or config, a file that cannot be read, an internal error (ZG901)",
+               "  2  an error: a bad option or config, a file that cannot be read, an internal error (ZG901),\n"
+               "     output that could not be written (a closed pipe)",
     )
     add = parser.add_argument
     add("paths", nargs="*", default=["."], metavar="PATH", help="files or directories; - for stdin")
@@ -57,6 +58,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The reader went away (`zerograd . | head -1`): no traceback, and no second one when
+        # Python flushes stdout at exit (the recipe of the signal module's documentation).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
+
+
+def _main(argv: Optional[Sequence[str]]) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["server"]:
         return _server(argv[1:])
