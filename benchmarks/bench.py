@@ -10,9 +10,13 @@ every .py file of the packages of the real-code corpus (realcode.lock.json) dens
 code (15% of their files call a backward; in LARGE it is 8%), so that the prefilter cannot hide a
 slow path. Commands run
 alternately, `--repeat` times; the median wall time and the peak memory (of the command's own
-process) are reported, and the targets of issue 6 are checked as ratios of times taken in this
-same run, because the machines are noisy. The targets are issue 13's (cold: `--no-cache`) and
-issue 15's (a warm run, its cache filled by a run before the timed ones, against the cold one).
+process) are reported, and the targets are checked as ratios of times taken in this same run,
+because the machines are noisy. The targets are issue 33's: cold (`--no-cache`) against `ruff
+check`, a warm run (its cache filled by a run before the timed ones) against the cold one, the
+flake8 plugin's share of flake8's run, a one-file cold process, the language server's lint after
+an edit; the floors beside them are CPython's parser on the prefiltered files and LibCST on what
+zerograd must parse of them (the bodies it cannot use cut). Commands run with their bytecode
+cached, as an installed package has it.
 """
 
 from __future__ import annotations
@@ -131,9 +135,29 @@ def floors(paths: list[str], with_libcst: bool) -> dict[str, Callable[[], None]]
                 except (SyntaxError, ValueError):
                     pass
 
+    def libcst_needed() -> None:
+        # What LibCST must parse at least: the prefiltered files, with the bodies the analysis
+        # cannot use cut (relevance.elide), in the engine's chunks (issue 33's floor).
+        import libcst
+
+        from zerograd.engine import chunk_source, may_hold_findings
+        from zerograd.front.relevance import elide
+
+        for p in paths:
+            text = Path(p).read_text(encoding="utf-8", errors="replace")
+            if not may_hold_findings(text):
+                continue
+            try:
+                tree = ast.parse(text)
+                for piece, _, _ in chunk_source(elide(text, tree), tree):
+                    libcst.parse_module(piece)
+            except Exception:  # noqa: BLE001 - a floor, not a checker
+                pass
+
     found = {"read": read_all, "ast.parse": ast_all, "ast.parse, prefiltered": ast_needed}
     if with_libcst:
         found["libcst.parse_module"] = libcst_all
+        found["libcst, prefiltered and cut"] = libcst_needed
     return found
 
 
@@ -195,6 +219,61 @@ def growth() -> list[tuple[int, float]]:
     return rows
 
 
+def training_script(lines: int) -> str:
+    """A training script of about `lines` lines: model, data and helpers around loops that
+    train (one clears, one forgets to)."""
+    head = "import torch\nfrom torch import nn\n\n\n"
+    unit = (
+        "class Block{i}(nn.Module):\n"
+        "    def __init__(self, width):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(width, width)\n"
+        "        self.norm = nn.LayerNorm(width)\n\n"
+        "    def forward(self, x):\n"
+        "        return self.norm(torch.relu(self.fc(x)) + x)\n\n\n"
+        "def train_{i}(model, loader, epochs, log_every=100):\n"
+        "    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4)\n"
+        "    for epoch in range(epochs):\n"
+        "        for step, (x, y) in enumerate(loader):\n"
+        "            {clear}\n"
+        "            loss = nn.functional.cross_entropy(model(x), y)\n"
+        "            loss.backward()\n"
+        "            optimizer.step()\n"
+        "            if step % log_every == 0:\n"
+        "                print(epoch, step, loss.item())\n"
+        "    return model\n\n\n"
+    )
+    body = "".join(unit.format(i=i, clear="optimizer.zero_grad()" if i % 2 else "pass")
+                   for i in range(max(1, lines // 23)))
+    return head + body
+
+
+def one_file(args: argparse.Namespace) -> dict[str, float]:
+    """Issue 33's start-up and editor figures: a 400-line training script checked by a cold
+    process (alone in a folder), and the language server's lint of a 1,000-line one after an
+    edit (lint_all: the time from a change to its diagnostics, beyond the debounce)."""
+    folder = Path(tempfile.mkdtemp())
+    script = folder / "train.py"
+    script.write_text(training_script(400))
+    runs = [run_command([tool("zerograd"), "--no-cache", "--exit-zero", str(script)])[0] for _ in range(max(3, args.repeat))]
+    figures = {"one file, cold process (400 lines)": statistics.median(runs)}
+    try:
+        from zerograd.server import lint_all
+    except ImportError:
+        return figures
+    big = folder / "big.py"
+    text = training_script(1000)
+    big.write_text(text)
+    uri = big.as_uri()
+    lint_all({uri: text}, {uri: text})  # the server's first lint, which imports what it needs
+    edits = []
+    for n in range(max(3, args.repeat)):
+        edited = text + f"\n# edit {n}\n"
+        edits.append(in_process(lambda t=edited: lint_all({uri: t}, {uri: t}))[0])
+    figures["language server, lint after an edit (1,000 lines)"] = statistics.median(edits)
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
@@ -214,9 +293,15 @@ def main() -> int:
         cells = [results[label].get(name, (float("nan"), 0)) for label in results]
         peak = max(c[1] for c in cells) / 1024
         print(f"{name:<28}" + "".join(f" {c[0]:>11.2f}" for c in cells) + f" {peak:>9.0f}")
-    print("\nratios (targets of issue 13):")
+    single = one_file(args)
+    for name, seconds in single.items():
+        print(f"{name:<52} {seconds:>6.2f} s")
+    print("\nratios (targets of issue 33; the moonshot for DENSE stays 1.0x ruff):")
     checks = []
-    for label, limit_default, limit_j1 in (("DENSE", 1.0, 2.0), ("LARGE", 0.8, None)):
+    for name, seconds in single.items():
+        limit = 0.25 if name.startswith("one file") else 0.1
+        checks.append((name, f"{seconds:.2f} s", seconds <= limit))
+    for label, limit_default, limit_j1 in (("DENSE", 3.0, 5.0), ("LARGE", 0.8, None)):
         got = results.get(label)
         if got is None or "ruff check" not in got:
             continue
@@ -227,12 +312,12 @@ def main() -> int:
             checks.append((f"zerograd -j1 / ruff check on {label}", f"{ratio:.2f}x", ratio <= limit_j1))
     if "DENSE" in results:
         ratio = results["DENSE"]["zerograd, warm cache"][0] / results["DENSE"]["zerograd"][0]
-        checks.append(("zerograd warm / cold on DENSE (issue 15)", f"{ratio:.2f}x", ratio <= 0.3))
+        checks.append(("zerograd warm / cold on DENSE", f"{ratio:.2f}x", ratio <= 0.1))
     for label in ("DENSE", "LARGE"):
         got = results.get(label)
         if got is not None and "flake8 -j1" in got:
             overhead = got["flake8 +ZG -j1"][0] / got["flake8 -j1"][0] - 1
-            checks.append((f"flake8 plugin overhead on {label}", f"{100 * overhead:+.1f}%", overhead <= 0.03))
+            checks.append((f"flake8 plugin overhead on {label}", f"{100 * overhead:+.1f}%", overhead <= 0.05))
     if "TRAINING" in results:
         train = results["TRAINING"]
         ratio = train["zerograd -j1"][0] / train["floor: libcst.parse_module"][0]

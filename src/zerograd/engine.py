@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .analysis.summaries import Analyzer
     from .front.calls import Link
     from .front.program import Exports
+    from .front.relevance import Scan
     from .front.sites import Sites
 
 
@@ -112,9 +113,10 @@ class Front:
 
 def front_end(source: str, settings: Settings, elide: bool = True, tree: Optional[ast.Module] = None,
               link: Optional[Link] = None, linked: frozenset[str] = frozenset(),
-              outside: Outside = ALONE) -> Front | Report:
+              outside: Outside = ALONE, scan: Optional[Scan] = None) -> Front | Report:
     """Parse and build one module (a Report holds its syntax error); `link` and `linked` name
-    the functions of the other modules of the project (project.py)."""
+    the functions of the other modules of the project (project.py); `scan`: the plan's scan of
+    `tree`."""
     import libcst
 
     from .front.program import build_module
@@ -126,7 +128,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
             with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
                 warnings.simplefilter("ignore")
                 tree = ast.parse(source)  # CPython's parser: fast, and rejects pathological input early
-        parsed = cut(source, tree, linked) if elide else source
+        parsed = cut(source, tree, linked, scan) if elide else source
         chunks = [Chunk(libcst.parse_module(text), offset, starts) for text, offset, starts in chunk_source(parsed, tree)]
     except libcst.ParserSyntaxError as error:
         return Report([_syntax_error(source, error.message, error.raw_line, error.raw_column)])

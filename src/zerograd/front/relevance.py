@@ -46,12 +46,13 @@ _ODD_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 MIN_LINES = 3  # a shorter body is not worth cutting
 
 
-def elide(source: str, tree: ast.Module, linked: frozenset[str] = frozenset()) -> str:
+def elide(source: str, tree: ast.Module, linked: frozenset[str] = frozenset(), scan: Optional[Scan] = None) -> str:
     """`source` with the bodies of the functions the analysis does not need cut out; `linked`
-    names functions of other modules of the project that can perform an event."""
+    names functions of other modules of the project that can perform an event; `scan`: the
+    tree's, when the plan made it already."""
     if _ODD_ENDS.search(source):
         return source
-    definitions = Scan(tree)
+    definitions = scan or Scan(tree)
     needed = definitions.needed(linked)
     cut = [d for d in definitions.functions if id(d) not in needed]
     if not cut:

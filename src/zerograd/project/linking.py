@@ -69,7 +69,8 @@ def _check_group(project: Project, group: list[str], settings: Settings) -> tupl
         # A name of a module not built yet (an import cycle) only keeps more bodies: _link drops the call.
         outside = Outside(partial(_hooked_base, project, fronts, path), accumulation, pytorch)
         front = front_end(unit.text, settings, tree=unit.tree, linked=unit.linked,
-                          link=partial(_link, project, fronts, path), outside=outside)
+                          link=partial(_link, project, fronts, path), outside=outside,
+                          scan=unit.scan if unit.tree is not None else None)
         if isinstance(front, Report):
             results[path] = front.findings
         else:

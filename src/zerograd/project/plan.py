@@ -42,6 +42,7 @@ class Unit:
     text: str
     imports: list[Imported]
     tree: Optional[ast.Module] = None
+    scan: Optional[Scan] = None  # of `tree`: the elision of its build reads it again
     outline: Optional[Outline] = None  # what the plan reads of its functions (relevance.Outline)
     defs: Optional[set[tuple[str, str]]] = None  # ("def" | "class", name) in its text
     relevant: Optional[set[str]] = None  # its function names that can perform an event (once parsed)
@@ -94,7 +95,7 @@ class Project:
         grouped = {a for group in groups for a in group}
         for unit in self.units.values():
             if unit.path not in grouped:
-                unit.tree = None  # only the groups' builds reuse their trees
+                unit.tree = unit.scan = None  # only the groups' builds reuse their trees
         return [[self.index.paths[a] for a in group] for group in groups]
 
     def relevant(self, unit: Unit) -> set[str]:
@@ -107,7 +108,8 @@ class Project:
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore")
                         unit.tree = ast.parse(unit.text)
-                    unit.outline = Scan(unit.tree).outline(unit.tree)
+                    unit.scan = Scan(unit.tree)
+                    unit.outline = unit.scan.outline(unit.tree)
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
                     pass
                 if unit.outline is not None and self.cache is not None:
