@@ -136,3 +136,37 @@ def test_json_says_which_findings_are_fixable(tmp_path: Path) -> None:
         "./helper.py": None,
         "./t.py": "move the clear before line 3",
     }
+
+
+def test_a_fix_that_shifts_another_findings_line_number_holds() -> None:
+    """A message names a line ("the backward() at line 28"): a fix inserted above it shifts the
+    number, and the other finding is the same one. The check took it for a new finding: the
+    first leak of zg001_leak_before_loop.py "did not hold" and was left unfixed."""
+    source = (ROOT / "fixtures" / "zg001_leak_before_loop.py").read_text(encoding="utf-8")
+    outcome = fix_source(source)
+    assert [f.line for f in outcome.fixed] == [20, 33] and outcome.warnings == []  # 32, after the first fix
+    assert not [f for f in lint_source(outcome.source) if f.code == "ZG001"]
+
+
+def test_descriptions_checked_together_agree_with_each_checked_alone() -> None:
+    """describe() re-lints once with every planned edit applied (one re-lint instead of one per
+    finding: 4.7 s -> 0.8 s for a 600-line file with 25 findings); the fixtures with several
+    fixable findings get the same marks as when each is checked alone."""
+    import zerograd.io.fix as fix
+
+    compared = 0
+    for path in sorted((ROOT / "fixtures").glob("zg00*.py")):
+        source = path.read_text(encoding="utf-8")
+        findings = lint_source(source)
+        if sum(f.code in FIXABLE for f in findings) < 2:
+            continue
+        together = [f.fix for f in fix.describe(source, findings)]
+        held = fix._all_hold
+        try:
+            fix._all_hold = lambda *args: False  # type: ignore[assignment]
+            each = [f.fix for f in fix.describe(source, findings)]
+        finally:
+            fix._all_hold = held
+        assert together == each, path.name
+        compared += 1 if any(together) else 0
+    assert compared >= 5

@@ -121,6 +121,7 @@ def _fix(files: list[str], config: Config, args: argparse.Namespace, cache: Opti
          jobs: int) -> Optional[bool]:
     """Fix (or, with --diff, show the fixes of) every file; None when a file could not be written.
     Only what a file's project says is wrong in it is fixed (interface.md v3)."""
+    from .io.fix import key as fix_key
     from .io.writing import fix_file
 
     changed, failed = False, False
@@ -131,7 +132,7 @@ def _fix(files: list[str], config: Config, args: argparse.Namespace, cache: Opti
             print(f"zerograd: error: {checked.error}", file=sys.stderr)
             failed = True
             continue
-        wanted = {(f.code, f.message) for f in checked.findings}
+        wanted = {fix_key(f.code, f.message) for f in checked.findings}
         result = fix_file(path, config.settings, write=args.fix and not args.diff, wanted=wanted)
         for warning in result.warnings:
             print(f"zerograd: warning: {path}: {warning}", file=sys.stderr)

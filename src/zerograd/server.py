@@ -28,7 +28,7 @@ from .analysis.model import Finding
 from .analysis.rules import FIXABLE
 from .io.config import Config, ConfigError, Selection, find_pyproject, load_config
 from .io.files import check_source, encoded, lint_paths
-from .io.fix import fix_source, try_fix
+from .io.fix import fix_source, key, try_fix
 from .io.notebook import blank_magics
 from .io.report import rule_url
 from .project.cache import Cache, cache_folder
@@ -156,7 +156,7 @@ def code_actions(uri: str, linted: Linted, wanted: Sequence[types.Diagnostic],
                     diagnostics=matching, is_preferred=True, edit=whole_document_edit(uri, linted.source, fixed)))
     if not kinds or any(FIX_ALL.startswith(k) for k in kinds):
         outcome = fix_source(linted.source, linted.config.settings,
-                             wanted={(f.code, f.message) for f in linted.findings})
+                             wanted={key(f.code, f.message) for f in linted.findings})
         if outcome.fixed:
             actions.append(types.CodeAction(
                 title="zerograd: fix all", kind=FIX_ALL, edit=whole_document_edit(uri, linted.source, outcome.source)))

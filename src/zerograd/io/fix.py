@@ -12,6 +12,7 @@ Edits insert and delete whole lines, so every other byte (comments, line endings
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -248,8 +249,18 @@ class Outcome:
     warnings: list[str]
 
 
+# A message may name another line ("the backward() at line 16"): a fix that inserts a line
+# above it shifts that number, and the finding is the same one.
+_LINE_NUMBER = re.compile(r"\bline \d+")
+
+
+def key(code: str, message: str) -> tuple[str, str]:
+    """What identifies a finding across a fix's edit: its code and its message, line numbers aside."""
+    return code, _LINE_NUMBER.sub("line #", message)
+
+
 def _signature(findings: Iterable[Finding]) -> Counter[tuple[str, str]]:
-    return Counter((f.code, f.message) for f in findings)
+    return Counter(key(f.code, f.message) for f in findings)
 
 
 def fix_source(source: str, settings: Settings = Settings(), only: Sequence[str] = FIXABLE,
@@ -265,7 +276,7 @@ def fix_source(source: str, settings: Settings = Settings(), only: Sequence[str]
         if any(f.code.startswith("ZG9") for f in findings):
             return Outcome(source, fixed, warnings)  # never touch a file that does not parse
         candidates = [f for f in findings if f.code in only and (f.code, f.message, f.line) not in tried
-                      and (wanted is None or (f.code, f.message) in wanted)]
+                      and (wanted is None or key(f.code, f.message) in wanted)]
         progress = False
         for finding in candidates:
             tried.add((finding.code, finding.message, finding.line))
@@ -293,7 +304,7 @@ def try_fix(source: str, finding: Finding, findings: list[Finding], settings: Se
     candidate = apply(source, edit)
     after = lint_source(candidate, settings)
     expected = _signature(findings)
-    expected[(finding.code, finding.message)] -= 1
+    expected[key(finding.code, finding.message)] -= 1
     if any(f.code.startswith("ZG9") for f in after) or _signature(after) - +expected:
         return (f"line {finding.line}: the {finding.code} fix ({edit.description}) did not hold; left as is",)
     return candidate
@@ -326,10 +337,40 @@ def describe(source: str, findings: list[Finding], settings: Settings = Settings
         planner = Planner(_planned_text(source))
     except (cst.ParserSyntaxError, RecursionError):
         return findings
+    edits = {i: edit for i, f in enumerate(findings) if f.code in FIXABLE and (edit := planner.plan(f)) is not None}
+    if len(edits) > 1 and _all_hold(source, findings, edits, settings):
+        return [replace(f, fix=edits[i].description) if i in edits else f for i, f in enumerate(findings)]
     marked = []
-    for finding in findings:
-        edit = planner.plan(finding)
+    for i, finding in enumerate(findings):
+        edit = edits.get(i)
         if edit is not None and isinstance(try_fix(source, finding, findings, settings, planner), str):
             finding = replace(finding, fix=edit.description)
         marked.append(finding)
     return marked
+
+
+def _all_hold(source: str, findings: list[Finding], edits: dict[int, Edit], settings: Settings) -> bool:
+    """Whether every planned edit, applied together, removes its finding and adds none: one
+    re-lint instead of one per finding (a file with 25 fixable findings took 4.7 s to describe).
+    Edits whose lines interleave are not combined; on any doubt the caller checks each alone."""
+    spans = sorted((_span(edit), i) for i, edit in edits.items())
+    if any(a[1] >= b[0] for (a, _), (b, _) in zip(spans, spans[1:])):
+        return False
+    combined = source
+    for _, i in reversed(spans):  # from the bottom up: an edit moves no line above it
+        combined = apply(combined, edits[i])
+    after = lint_source(combined, settings)
+    expected = _signature(findings)
+    for i in edits:
+        expected[key(findings[i].code, findings[i].message)] -= 1
+    return not any(f.code.startswith("ZG9") for f in after) and not _signature(after) - +expected
+
+
+def _span(edit: Edit) -> tuple[int, int]:
+    """The first and last line of the source an edit reads or touches (an insertion sits
+    between two lines; the line its indentation is taken from counts)."""
+    position = edit.line if edit.after else edit.line - 1
+    first, last = min(position, edit.indent_from), max(position + 1, edit.indent_from)
+    if edit.delete is not None:
+        first, last = min(first, edit.delete[0]), max(last, edit.delete[1])
+    return first, last
