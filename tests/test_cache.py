@@ -210,3 +210,50 @@ def test_editing_the_trainers_accumulation_changes_a_hooks_finding(capsys: pytes
     assert codes() == ["ZG002"]  # models.py is unchanged: its cached findings are its group's
     train.write_text(original)
     assert codes() == ["ZG002", "ZG003"]
+
+
+HOSTILE = ["dev-zero", "fifo", "folder", "huge", "symlink-out"]
+
+
+@pytest.mark.parametrize("hostile", HOSTILE)
+def test_a_hostile_entry_is_a_miss_with_one_warning(tmp_path: Path, hostile: str) -> None:
+    """issue 32: a repository can ship `.zerograd_cache`. An entry that is a link to /dev/zero,
+    a FIFO, a folder, a file far larger than what it describes, or a cache folder that links
+    outside the project: a miss, one warning line, the same findings, never a hang or a
+    traceback (a link to /dev/zero read until memory ran out; a FIFO blocked forever)."""
+    import resource
+
+    project = tmp_path / "split"
+    shutil.copytree(SPLIT, project)
+    env = {k: v for k, v in os.environ.items() if k != "ZEROGRAD_CACHE_DIR"}
+    run = [sys.executable, "-m", "zerograd", "split"]
+
+    def limited() -> None:  # a read of /dev/zero must not take the machine with it
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    cold = subprocess.run(run, capture_output=True, cwd=tmp_path, env=env, timeout=120)
+    folder = tmp_path / ".zerograd_cache"
+    entries = sorted((folder / "file").glob("*.json"))
+    assert entries
+    if hostile == "symlink-out":
+        outside = tmp_path.parent / f"{tmp_path.name}-elsewhere"  # outside the project
+        shutil.move(str(folder), str(outside))
+        folder.symlink_to(outside)
+    for entry in entries if hostile != "symlink-out" else []:
+        entry.unlink()
+        if hostile == "dev-zero":
+            entry.symlink_to("/dev/zero")
+        elif hostile == "fifo":
+            os.mkfifo(entry)
+        elif hostile == "folder":
+            entry.mkdir()
+        else:
+            with open(entry, "wb") as out:
+                out.truncate(64 << 20)  # sparse: 64 MiB of zeros
+    warm = subprocess.run(run, capture_output=True, cwd=tmp_path, env=env, timeout=60, preexec_fn=limited)
+    assert (warm.returncode, warm.stdout) == (cold.returncode, cold.stdout)
+    err = warm.stderr.decode()
+    assert "Traceback" not in err and err.count("zerograd: warning:") == 1, err
+    if hostile == "symlink-out":
+        written = sorted(p.name for p in (tmp_path.parent / f"{tmp_path.name}-elsewhere" / "file").iterdir())
+        assert written == sorted(e.name for e in entries)  # nothing written through the link

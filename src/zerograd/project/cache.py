@@ -13,9 +13,11 @@ process writes) and with two runs at once.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -29,6 +31,14 @@ from ..front.relevance import Outline
 from ..version import __version__
 
 FORMAT = 2  # of the entries; bumped when their layout changes
+# An entry is refused when larger than this plus ENTRY_PER_BYTE bytes per byte of what it
+# describes (the file, the module's text, the plan's list of paths): a repository can ship a
+# cache folder, and an entry replaced by /dev/zero or a huge file must not be read whole.
+ENTRY_BASE = 1 << 20
+ENTRY_PER_BYTE = 64
+# Open without following a symlink (POSIX) and without blocking on a FIFO.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+_warned: set[str] = set()  # cache folders a warning was printed for: one line per run
 NAME = ".zerograd_cache"
 ENV = "ZEROGRAD_CACHE_DIR"
 Group = tuple[tuple[str, str], ...]  # (absolute path, content hash) of the modules linked together
@@ -80,12 +90,17 @@ class Cache:
         self.scope = content_hash(f"{build_id()}\0{settings!r}".encode())
         self.writable = True
         self.ready: set[str] = set()  # folders made (and the root marked) by this instance
+        self._usable: Optional[bool] = None
 
     # --- findings ---------------------------------------------------------------------------
 
     def entry(self, path: str) -> Optional[Entry]:
         """The last entry written for the file at `path` (absolute), whatever its content."""
-        body = self._load("file", path)
+        try:
+            size = os.stat(path).st_size
+        except OSError:
+            size = 0  # standard input or an editor's buffer under a name with no file
+        body = self._load("file", path, size)
         if body is None:
             return None
         try:
@@ -116,7 +131,7 @@ class Cache:
 
     def plan(self, paths: list[str], key: str) -> Optional[list[list[str]]]:
         """The groups planned for these files (absolute paths) when their state was `key`."""
-        body = self._load("plan", "\0".join(paths))
+        body = self._load("plan", "\0".join(paths), sum(len(p) + 1 for p in paths))
         if body is None or body.get("key") != key:
             return None
         try:
@@ -131,7 +146,7 @@ class Cache:
 
     def outline(self, text: str) -> Optional[Outline]:
         """What the plan read of a module with this text, when a run has planned it before."""
-        body = self._load("outline", _text_hash(text))
+        body = self._load("outline", _text_hash(text), len(text))
         try:
             return Outline.from_json(body["outline"]) if body is not None else None
         except (KeyError, TypeError, ValueError, AttributeError):
@@ -145,21 +160,69 @@ class Cache:
     def _file(self, kind: str, name: str) -> str:
         return os.path.join(self.folder, kind, content_hash(f"{self.scope}\0{name}".encode()) + ".json")
 
-    def _load(self, kind: str, name: str) -> Optional[dict[str, Any]]:
+    def _load(self, kind: str, name: str, described: int) -> Optional[dict[str, Any]]:
+        """The entry's body, or None: a miss for anything but a regular file this format wrote,
+        no larger than what `described` bytes can need, whose checksum holds."""
+        data = self._read(self._file(kind, name), ENTRY_BASE + ENTRY_PER_BYTE * described)
+        if data is None:
+            return None
+        check, _, payload = data.partition(b"\n")
         try:
-            with open(self._file(kind, name), "rb") as handle:
-                check, _, payload = handle.read().partition(b"\n")
             if content_hash(payload) != check.decode("ascii"):
                 return None
             body = json.loads(payload)
-        except (OSError, ValueError):
+        except (ValueError, RecursionError):
             return None
         if not isinstance(body, dict) or body.get("scope") != self.scope or body.get("name") != name:
             return None  # another build's, settings' or file's entry (or a collision): never trusted
         return body
 
+    def _read(self, entry: str, limit: int) -> Optional[bytes]:
+        if not self.usable():
+            return None
+        try:
+            handle = os.open(entry, _OPEN_FLAGS)
+        except OSError as error:
+            if error.errno not in (errno.ENOENT, errno.ENOTDIR):
+                self._warn(f"cannot read a cache entry in {self.folder} ({error.strerror or error}); it is ignored")
+            return None
+        try:
+            info = os.fstat(handle)
+            if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+                self._warn(f"a cache entry in {self.folder} is not a file this cache wrote (a special file, "
+                           "or too large); it is ignored")
+                return None
+            with os.fdopen(handle, "rb", closefd=False) as stream:
+                data = stream.read(limit + 1)
+            return data if len(data) <= limit else None
+        except OSError:
+            return None
+        finally:
+            os.close(handle)
+
+    def usable(self) -> bool:
+        """Whether the folder is the cache's own: not a symlink to somewhere outside the folder
+        it sits in (a repository can ship `.zerograd_cache` as a link to any folder)."""
+        if self._usable is None:
+            parent = os.path.realpath(os.path.dirname(os.path.abspath(self.folder)))
+            real = os.path.realpath(self.folder)
+            self._usable = os.path.commonpath([parent, real]) == parent if os.path.islink(self.folder) else True
+            for kind in ("file", "plan", "outline"):
+                inner = os.path.join(self.folder, kind)
+                if os.path.islink(inner) and os.path.commonpath([real, os.path.realpath(inner)]) != real:
+                    self._usable = False
+            if not self._usable:
+                self.writable = False
+                self._warn(f"the cache folder {self.folder} links outside its folder; running without a cache")
+        return self._usable
+
+    def _warn(self, text: str) -> None:
+        if self.folder not in _warned:
+            _warned.add(self.folder)
+            print(f"zerograd: warning: {text}", file=sys.stderr)
+
     def _save(self, kind: str, name: str, body: dict[str, Any]) -> None:
-        if not self.writable:
+        if not self.writable or not self.usable():
             return
         payload = json.dumps({"scope": self.scope, "name": name, **body}, separators=(",", ":")).encode()
         target = self._file(kind, name)
@@ -175,8 +238,7 @@ class Cache:
                 raise
         except OSError as error:
             self.writable = False  # warn once, then run on without a cache
-            print(f"zerograd: warning: cannot write the cache in {self.folder}: {error.strerror or error}",
-                  file=sys.stderr)
+            self._warn(f"cannot write the cache in {self.folder}: {error.strerror or error}")
 
     def _prepare(self, folder: str) -> None:
         """The entry folder, and in the cache's root a `.gitignore` with `*` (the folder never
