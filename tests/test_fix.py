@@ -170,3 +170,40 @@ def test_descriptions_checked_together_agree_with_each_checked_alone() -> None:
         assert together == each, path.name
         compared += 1 if any(together) else 0
     assert compared >= 5
+
+
+def test_a_killed_fix_leaves_every_file_whole_and_the_next_run_no_temporary_file(tmp_path: Path) -> None:
+    """issue 32: SIGKILL a `--fix` over many files at several moments: every file is byte for
+    byte the original or the fixed text; a temporary file it left (named after its target)
+    is removed by the next run that writes that target, which leaves none."""
+    import random
+    import signal
+    import time
+
+    original = (ROOT / "examples" / "train.py").read_bytes()
+    fixed = fix_source(original.decode()).source.encode()
+    assert fixed != original
+    rng = random.Random(32)
+    for attempt in range(3):
+        folder = tmp_path / f"run{attempt}"
+        folder.mkdir()
+        for n in range(40):
+            (folder / f"train_{n}.py").write_bytes(original)
+        # A leftover of an earlier killed run, and another tool's file that looks alike.
+        stale = folder / ".train_0.py.zerograd-old.tmp"
+        stale.write_bytes(b"half")
+        os.utime(stale, (time.time() - 3600, time.time() - 3600))
+        foreign = folder / ".notes.zerograd-x.tmp"
+        foreign.write_bytes(b"keep")
+        process = subprocess.Popen([sys.executable, "-m", "zerograd", "--fix", "--no-cache", "-j", "1", str(folder)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.4, 1.8))
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        for n in range(40):
+            assert (folder / f"train_{n}.py").read_bytes() in (original, fixed)
+        again = subprocess.run([sys.executable, "-m", "zerograd", "--fix", "--no-cache", str(folder)],
+                               capture_output=True, timeout=300)
+        assert again.returncode == 0, again.stderr.decode()
+        assert all((folder / f"train_{n}.py").read_bytes() == fixed for n in range(40))
+        assert sorted(p.name for p in folder.glob(".*.tmp")) == [foreign.name]

@@ -15,6 +15,7 @@ import json
 import os
 import stat
 import tempfile
+import time
 import tokenize
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -86,10 +87,33 @@ def _fix_python(path: str, data: bytes, settings: Settings,
     return result, outcome.source.encode(encoding) if result.changed else None
 
 
+# A temporary file is named after its target (`.train.py.zerograd-k3j2.tmp`): a run killed
+# between writing it and renaming it leaves it behind, and the next write of the same target
+# removes those that are older than that run.
+_STARTED = time.time()
+
+
+def _temporary_prefix(path: str) -> str:
+    return f".{os.path.basename(path)}.zerograd-"
+
+
+def _remove_leftovers(folder: str, path: str) -> None:
+    prefix = _temporary_prefix(path)
+    try:
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if (entry.name.startswith(prefix) and entry.name.endswith(".tmp")
+                        and entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < _STARTED):
+                    os.unlink(entry.path)
+    except OSError:
+        pass  # a leftover that cannot be removed harms nothing
+
+
 def write_atomically(path: str, data: bytes) -> None:
     folder = os.path.dirname(os.path.abspath(path))
     mode = stat.S_IMODE(os.stat(path).st_mode)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".zerograd-", suffix=".tmp")
+    _remove_leftovers(folder, path)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=_temporary_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(data)
