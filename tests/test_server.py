@@ -3,6 +3,7 @@ debounced changes, notebooks, bad input, shutdown."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -157,3 +158,47 @@ def test_fix_descriptions_wait_for_a_code_action(tmp_path: Path) -> None:
     linted = lint_all({path.as_uri(): BUG}, {})[path.as_uri()]
     assert [f.fix for f in linted.findings] == [None]
     assert [f.fix for f in linted.described] == ["insert optimizer.zero_grad() at line 3"]
+
+
+def test_the_server_survives_a_misbehaving_client(tmp_path: Path) -> None:
+    """issue 32: bytes that are not JSON, an unknown method, a change to a document never
+    opened: the server answers what it can (an error for the unknown method), goes on to check
+    the next document, and exits on `exit` even without `shutdown`."""
+    import json
+    import select
+    import subprocess
+    import time
+
+    def frame(body: bytes) -> bytes:
+        return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+    uri = (tmp_path / "y.py").as_uri()
+    messages = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"capabilities": {}, "processId": None,
+                                                                        "rootUri": None}},
+        {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+        b"{not json",
+        {"jsonrpc": "2.0", "id": 2, "method": "no/such/method", "params": {}},
+        {"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": {"uri": (tmp_path / "never.py").as_uri(), "version": 2}, "contentChanges": [{"text": "x"}]}},
+        {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+            "textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": BUG}}},
+    ]
+    process = subprocess.Popen([sys.executable, "-m", "zerograd", "server"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert process.stdin is not None and process.stdout is not None
+    for message in messages:
+        process.stdin.write(frame(message if isinstance(message, bytes) else json.dumps(message).encode()))
+    process.stdin.flush()
+    received, deadline = b"", time.time() + 30
+    while time.time() < deadline and b"publishDiagnostics" not in received:
+        if select.select([process.stdout], [], [], 0.2)[0]:
+            received += os.read(process.stdout.fileno(), 1 << 16)
+    answers = [json.loads(part.split(b"\r\n\r\n", 1)[1]) for part in received.split(b"Content-Length")[1:]]
+    assert any(a.get("id") == 1 and "capabilities" in a.get("result", {}) for a in answers)
+    assert any(a.get("id") == 2 and a.get("error", {}).get("code") == -32601 for a in answers)
+    published = [a for a in answers if a.get("method") == "textDocument/publishDiagnostics"]
+    assert published and published[0]["params"]["uri"] == uri and published[0]["params"]["diagnostics"]
+    process.stdin.write(frame(json.dumps({"jsonrpc": "2.0", "method": "exit"}).encode()))
+    process.stdin.flush()
+    assert process.wait(timeout=20) in (0, 1)
