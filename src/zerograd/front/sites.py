@@ -51,8 +51,11 @@ class Sites:
         node, chunk_index, top = self.nodes[site]
         chunk = self.chunks[chunk_index]
         key = (chunk_index, top if chunk.starts else -1)
-        if key not in self._positions:
-            self._positions[key] = _positions_of(chunk, top)
+        if key not in self._positions or node not in self._positions[key][0]:
+            positions, shift = _positions_of(chunk, top)
+            # Only the sites' positions are kept: those of every node of a statement took about
+            # 2 KB per line of a file where every function holds a finding.
+            self._positions[key] = ({n: r for n, r in positions.items() if id(n) in self._ids}, shift)
         positions, shift = self._positions[key]
         where = positions[node]
         return Span(where.start.line + shift, where.start.column, where.end.line + shift, where.end.column)
