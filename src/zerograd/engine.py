@@ -128,8 +128,14 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
             with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
                 warnings.simplefilter("ignore")
                 tree = ast.parse(source)  # CPython's parser: fast, and rejects pathological input early
-        parsed = cut(source, tree, linked, scan) if elide else source
-        chunks = [Chunk(libcst.parse_module(text), offset, starts) for text, offset, starts in chunk_source(parsed, tree)]
+        pieces = chunk_source(cut(source, tree, linked, scan) if elide else source, tree)
+        # The ast tree, its scan and the cut text are not needed past this point: on a long file
+        # they weigh more than the LibCST trees, so they go before those are built.
+        tree = scan = None
+        chunks = []
+        while pieces:
+            text, offset, starts = pieces.pop(0)
+            chunks.append(Chunk(libcst.parse_module(text), offset, starts))
     except libcst.ParserSyntaxError as error:
         return Report([_syntax_error(source, error.message, error.raw_line, error.raw_column)])
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
@@ -172,6 +178,10 @@ def analyse(program: Program, sites: Locator) -> tuple[Report, list[tuple[int, F
     found: dict[int, list[Verdict]] = {}
     scopes = steppers = capped = 0
     hooked: list[str] = []
+    # Functions some call can reach (directly, or handed over as an argument): what was built to
+    # analyse any other is dropped once it is analysed, so memory stays per function.
+    called = {fid for f in program.functions for call in calls_of(f.body)
+              for fid in (call.callee, *(handed for _, handed, _ in call.funcs))}
     for fid, function in enumerate(program.functions):
         targets = analyzer.targets(fid)
         if not targets:
@@ -185,6 +195,8 @@ def analyse(program: Program, sites: Locator) -> tuple[Report, list[tuple[int, F
         except (CapReached, TooBig, RecursionError):
             capped += 1  # no silent budget: the scope reports nothing, and is counted
             found[fid] = []
+        if fid not in called:
+            analyzer.forget(fid)
     sited = _findings(program, analyzer, found, sites)
     return Report([finding for _, finding in sited], scopes, steppers, capped, tuple(hooked)), sited
 

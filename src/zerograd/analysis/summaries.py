@@ -13,7 +13,7 @@ No LibCST and no codes here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 from .flow import OUT, START, State, cross, relink, relinked, transfer
 from .graph import Chain, Graph, Summary, summarize
@@ -46,7 +46,20 @@ class Analyzer:
         self.active: set[tuple[int, str, State, Funcs]] = set()
         self.statics: dict[tuple[int, Funcs], Summary] = {}
         self.caches: dict[tuple[int, Funcs], dict[int, Summary]] = {}  # per-node summaries, shared
+        self.held: dict[int, list[tuple[Any, ...]]] = {}  # fid -> its keys in graphs, caches, memo
         self.work = 0
+
+    def forget(self, fid: int) -> None:
+        """Drop what was built to analyse `fid` (graphs, per-node summaries, outcomes): once no
+        other function can ask for it, keeping it costs memory in proportion to the file. Its
+        static summary stays; anything dropped is rebuilt, the same, if asked for again."""
+        for key in self.held.pop(fid, ()):
+            self.graphs.pop(key, None)
+            self.caches.pop(key, None)
+            self.memo.pop(key, None)
+
+    def _hold(self, key: tuple[Any, ...]) -> None:
+        self.held.setdefault(key[0], []).append(key)
 
     # --- static summaries (what a function can do at all, in its caller's words) ------------
 
@@ -56,6 +69,7 @@ class Analyzer:
             self.statics[key] = Summary()  # recursion: what is known so far
             function = self.program.functions[fid]
             cache = self.caches.setdefault(key, {})
+            self._hold(key)
             self.statics[key] = summarize(function.body, cache, lambda call: self.call_summary(call, funcs))
         return self.statics[key]
 
@@ -104,7 +118,8 @@ class Analyzer:
         if key not in self.graphs:
             self.static(fid, funcs)
             self.graphs[key] = Graph(self.program.functions[fid], repeat, lambda call: self.call_summary(call, funcs),
-                                     self.caches[(fid, funcs)])
+                                     self.caches.setdefault((fid, funcs), {}))
+            self._hold(key)
         return self.graphs[key]
 
     def run(self, fid: int, target: str, entry: State, funcs: Funcs, repeat: bool = False) -> Outcome:
@@ -163,6 +178,7 @@ class Analyzer:
             self.active.add(key)
             try:
                 found = self.memo[key] = self.run(fid, inner_target, entry, handed)
+                self._hold(key)
             finally:
                 self.active.discard(key)
         if inner_target != NOBODY:
