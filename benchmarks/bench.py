@@ -229,6 +229,22 @@ def growth() -> list[tuple[int, float]]:
     return rows
 
 
+def huge_files() -> list[tuple[int, float, int]]:
+    """Issue 32: (lines, ms per 1k lines, peak KiB) of a cold process on one generated file of
+    training functions (each a loop with a ZG001) of 1k to 200k lines."""
+    unit = ("def train_{i}(model, loader, optimizer):\n    for x, y in loader:\n        loss = model(x).sum()\n"
+            "        loss.backward()\n        optimizer.step()\n\n\n")
+    rows = []
+    for lines in (1_000, 10_000, 100_000, 200_000):
+        folder = Path(tempfile.mkdtemp())
+        path = folder / "huge.py"
+        path.write_text("import torch\n\n\n" + "".join(unit.format(i=i) for i in range(lines // 7)))
+        seconds, peak = run_command([tool("zerograd"), "--no-cache", "--format", "github", "-j", "1", "--exit-zero",
+                                     str(path)])
+        rows.append((lines, seconds * 1000 * 1000 / lines, peak))
+    return rows
+
+
 def training_script(lines: int) -> str:
     """A training script of about `lines` lines: model, data and helpers around loops that
     train (one clears, one forgets to)."""
@@ -337,9 +353,17 @@ def main() -> int:
     rows = growth()
     spread = max(r[1] for r in rows) / min(r[1] for r in rows) - 1
     checks.append(("time per line, 1k..100k lines: spread", f"{100 * spread:.0f}%", spread <= 0.2))
+    huge = huge_files()
+    per_line = [ms for lines, ms, _ in huge if lines >= 10_000]  # 1k lines is mostly start-up
+    spread = max(per_line) / min(per_line)
+    checks.append(("huge files, 10k..200k lines: time per line spread", f"{spread:.2f}x", spread <= 1.5))
+    peak = huge[-1][2] / 1024
+    checks.append(("huge files, 200k lines: peak memory", f"{peak:.0f} MiB", peak < 400))
     for name, value, met in checks:
         print(f"  {name:<50} {value:>8}  {'met' if met else 'NOT met'}")
     print("  growth: " + ", ".join(f"{n:,} lines {ms:.2f} ms/1k lines" for n, ms in rows))
+    print("  huge files (cold process): " + ", ".join(f"{n:,} lines {ms:.0f} ms/1k lines {kib / 1024:.0f} MiB"
+                                                      for n, ms, kib in huge))
     return 0
 
 
