@@ -151,15 +151,15 @@ def floors(paths: list[str], with_libcst: bool) -> dict[str, Callable[[], None]]
         import libcst
 
         from zerograd.engine import chunk_source, may_hold_findings
-        from zerograd.front.relevance import elide
+        from zerograd.front.relevance import elide, scan_text
 
         for p in paths:
             text = Path(p).read_text(encoding="utf-8", errors="replace")
             if not may_hold_findings(text):
                 continue
             try:
-                tree = ast.parse(text)
-                for piece, _, _ in chunk_source(elide(text, tree), tree):
+                scan = scan_text(text)
+                for piece, _, _ in chunk_source(elide(text, scan), scan.starts):
                     libcst.parse_module(piece)
             except Exception:  # noqa: BLE001 - a floor, not a checker
                 pass

@@ -87,7 +87,7 @@ def test_a_plan_from_cached_outlines_is_the_plan_from_parsing(tmp_path: Path) ->
         groups = parsed.plan()
         outlined = Project(texts, cache)
         assert outlined.plan() == groups == Project(texts).plan(), tree.name
-        assert all(u.tree is None for u in outlined.units.values())  # nothing parsed
+        assert all(u.scan is None for u in outlined.units.values())  # nothing parsed
         for unit in (u for u in parsed.units.values() if u.outline is not None):
             assert Outline.from_json(unit.outline.to_json()) == unit.outline
     text = "def f(opt):\n    opt.step()\n"

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
 from zerograd.engine import inspect_source
-from zerograd.front.relevance import elide
+from zerograd.front.relevance import elide, scan_text
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((ROOT / "fixtures").rglob("*.py"))
@@ -61,7 +60,7 @@ class Trainer:
 
 
 def test_cuts_what_holds_nothing_and_keeps_every_line_in_place() -> None:
-    cut = elide(MODULE, ast.parse(MODULE))
+    cut = elide(MODULE, scan_text(MODULE))
     assert cut.count("\n") == MODULE.count("\n")
     kept = [line for line in cut.splitlines() if line.strip()]
     assert "        y = self.layer(x)" not in kept  # forward: no event, calls nothing that has one
@@ -80,7 +79,7 @@ def test_short_bodies_continued_headers_and_odd_line_ends_are_left_alone() -> No
     for source in ("def f(x):\n    return x\n",
                    "def f(a,\\\n      b): return a\n",
                    "def f(x):\n    y = x\n    z = y\x0c\n    return z\n\nloss.backward()\n"):
-        assert elide(source, ast.parse(source)) == source
+        assert elide(source, scan_text(source)) == source
 
 
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(ROOT / "fixtures")))

@@ -120,17 +120,16 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     import libcst
 
     from .front.program import build_module
+    from .front.relevance import Scan, scan_text
     from .front.relevance import elide as cut
     from .front.sites import Chunk
 
     try:
-        if tree is None:
-            with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
-                warnings.simplefilter("ignore")
-                tree = ast.parse(source)  # CPython's parser: fast, and rejects pathological input early
-        pieces = chunk_source(cut(source, tree, linked, scan) if elide else source, tree)
-        # The ast tree, its scan and the cut text are not needed past this point: on a long file
-        # they weigh more than the LibCST trees, so they go before those are built.
+        if scan is None:  # CPython's parser: fast, and rejects pathological input early
+            scan = Scan(tree) if tree is not None else scan_text(source)
+        pieces = chunk_source(cut(source, scan, linked) if elide else source, scan.starts)
+        # The scan and the cut text are not needed past this point: on a long file they weigh
+        # as much as the LibCST trees, so they go before those are built.
         tree = scan = None
         chunks = []
         while pieces:
@@ -146,13 +145,13 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
         return Report([], capped=1)
 
 
-def chunk_source(source: str, tree: ast.Module) -> list[tuple[str, int, tuple[int, ...]]]:
-    """Cut a module between top-level statements into pieces of about CHUNK_LINES lines: each
-    with the number of lines before it and the first line of each of its top-level statements.
-    LibCST's parser slows down on long inputs (a 100k-line file costs far more than 100 files of
-    1k lines), so pieces keep the time per line flat."""
+def chunk_source(source: str, firsts: list[int]) -> list[tuple[str, int, tuple[int, ...]]]:
+    """Cut a module between top-level statements (`firsts`: the first line of each) into pieces
+    of about CHUNK_LINES lines: each with the number of lines before it and the first line of
+    each of its top-level statements. LibCST's parser slows down on long inputs (a 100k-line
+    file costs far more than 100 files of 1k lines), so pieces keep the time per line flat."""
     lines = source.splitlines(keepends=True)
-    starts = sorted({_first_line(statement) for statement in tree.body})
+    starts = sorted(set(firsts))
     cuts = [0]
     for first in starts:
         if first - 1 - cuts[-1] >= CHUNK_LINES:
@@ -162,11 +161,6 @@ def chunk_source(source: str, tree: ast.Module) -> list[tuple[str, int, tuple[in
         ("".join(lines[a:b]), a, tuple(line for line in starts if a < line <= b))
         for a, b in zip(cuts, cuts[1:]) if b > a
     ]
-
-
-def _first_line(statement: ast.stmt) -> int:
-    decorators: list[ast.expr] = getattr(statement, "decorator_list", [])
-    return min([statement.lineno] + [d.lineno for d in decorators])
 
 
 def analyse(program: Program, sites: Locator) -> tuple[Report, list[tuple[int, Finding]]]:

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any, Optional, Union
+from typing import Any, NamedTuple, Optional, Union
 
 from ..knowledge.frameworks import REGISTER_CALL, REGISTER_KEYWORD, SETTINGS
 from ..knowledge.optimizers import (
@@ -36,7 +37,6 @@ from ..knowledge.optimizers import (
     is_scaler_callee,
 )
 
-Definition = Union[ast.FunctionDef, ast.AsyncFunctionDef]
 # Nodes with nothing to record under them (a Call reads its own name and arguments).
 _LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
@@ -44,17 +44,19 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 # text, the engine's chunks count lines differently, so the text is left whole.
 _ODD_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 MIN_LINES = 3  # a shorter body is not worth cutting
+# A file this long is parsed in pieces of about this many lines (scan_text).
+PIECE_LINES = 2000
+_TOP = re.compile(r"(?:async[ \t]+def|def|class)[ \t]|@")
 
 
-def elide(source: str, tree: ast.Module, linked: frozenset[str] = frozenset(), scan: Optional[Scan] = None) -> str:
-    """`source` with the bodies of the functions the analysis does not need cut out; `linked`
-    names functions of other modules of the project that can perform an event; `scan`: the
-    tree's, when the plan made it already."""
+def elide(source: str, scan: Scan, linked: frozenset[str] = frozenset()) -> str:
+    """`source` with the bodies of the functions the analysis does not need cut out; `scan`:
+    source's (scan_text); `linked` names functions of other modules of the project that can
+    perform an event."""
     if _ODD_ENDS.search(source):
         return source
-    definitions = scan or Scan(tree)
-    needed = definitions.needed(linked)
-    cut = [d for d in definitions.functions if id(d) not in needed]
+    needed = scan.needed(linked)
+    cut = [d for key, d in enumerate(scan.functions, start=1) if key not in needed]
     if not cut:
         return source
     lines = _LINE.findall(source)
@@ -64,34 +66,99 @@ def elide(source: str, tree: ast.Module, linked: frozenset[str] = frozenset(), s
     return "".join(lines) if changed else source
 
 
-class Scan:
-    """One walk over the tree: per function, whether it performs an event, what it calls or
-    hands over, and whether it holds facts (facts.py reads them from every body)."""
+def scan_text(source: str) -> Scan:
+    """The Scan of `source`, parsed by CPython's `ast`; raises what `ast.parse` raises. A long
+    file is parsed in pieces cut before top-level definitions, each tree dropped once scanned:
+    a whole tree weighs about 2.5 KB per line, more than all the rest of a run on a generated
+    file of 200k lines. A cut is safe when every piece parses: a piece that parses ends outside
+    any string or bracket, so the next one starts a statement, as in the whole text."""
+    scan = Scan()
+    with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
+        warnings.simplefilter("ignore")
+        lines = _LINE.findall(source) if len(source) > PIECE_LINES * 40 else []
+        cuts = _cuts(lines) if lines and not _ODD_ENDS.search(source) else [0]
+        if len(cuts) > 1:
+            try:
+                for start, end in zip(cuts, cuts[1:] + [len(lines)]):
+                    scan.add(ast.parse("".join(lines[start:end])), start)
+                return scan
+            except SyntaxError:
+                scan = Scan()  # a cut inside a string or a bracket: the whole text decides
+        scan.add(ast.parse(source))
+    return scan
 
-    def __init__(self, tree: ast.Module) -> None:
-        self.functions: list[Definition] = []
+
+def _cuts(lines: list[str]) -> list[int]:
+    """Where pieces of about PIECE_LINES lines may start: before a top-level `def`, `class` or
+    first decorator, not after a line continued with a backslash."""
+    cuts = [0]
+    for number in range(PIECE_LINES, len(lines)):
+        if number - cuts[-1] >= PIECE_LINES and _TOP.match(lines[number]):
+            before = lines[number - 1]
+            if not before.startswith("@") and not before.rstrip("\r\n").endswith("\\"):
+                cuts.append(number)
+    return cuts
+
+
+class Def(NamedTuple):
+    """A function as the cut reads it: its name and lines (in the whole file)."""
+
+    name: str
+    line: int  # `def`
+    first: int  # its body's first statement
+    last: int
+    col: int  # of its body's first statement
+
+
+class Scan:
+    """One walk over the tree (or the trees of a file's pieces): per function, whether it
+    performs an event, what it calls or hands over, and whether it holds facts (facts.py reads
+    them from every body). Functions are keyed by their position in `functions` from 1 (0:
+    none), and nothing of the trees is kept."""
+
+    def __init__(self, tree: Optional[ast.Module] = None) -> None:
+        self.functions: list[Def] = []
         self.events: set[int] = set()
         self.facts: set[int] = set()
         self.callees: dict[int, set[str]] = {}
         self.parameters: dict[int, set[str]] = {}
         self.aliases: dict[str, str] = {}
         self.classes: set[str] = set()
-        self.members: dict[str, tuple[list[Definition], list[str]]] = {}  # class -> (methods, bases)
-        self.assigned: list[tuple[int, ast.expr]] = []  # (function, callee of an assigned call)
+        self.members: dict[str, tuple[list[int], list[str]]] = {}  # class -> (methods, bases)
+        self.assigned: list[tuple[int, Optional[tuple[str, ...]]]] = []  # (function, dotted callee of an assigned call)
         self.wraps: set[str] = set()  # `self.n = (self.n + 1) % k`: a wrapping counter (counters.py)
         self.counts: list[tuple[int, str]] = []  # (function, `self.x` it assigns)
-        stack: list[tuple[ast.AST, int]] = [(node, 0) for node in tree.body]
-        while stack:
-            node, owner = stack.pop()
-            inner = self.visit(node, owner)
-            stack.extend((child, inner) for child in ast.iter_child_nodes(node) if not isinstance(child, _LEAVES))
+        self.starts: list[int] = []  # the first line of each top-level statement, decorators included
+        self.bases: dict[str, list[tuple[Optional[tuple[str, ...]], bool]]] = {}  # module-level class -> its bases
+        if tree is not None:
+            self.add(tree)
 
-    def visit(self, node: ast.AST, owner: int) -> int:
-        """Record what `node` tells about the function `owner` (0: none); the owner of its children."""
+    def add(self, tree: ast.Module, offset: int = 0) -> None:
+        """Scan the tree of the piece of the file after its first `offset` lines."""
+        self.offset = offset
+        for statement in tree.body:
+            self.starts.append(first_line(statement) + offset)
+            if isinstance(statement, ast.ClassDef):
+                self.bases.setdefault(statement.name, []).extend(
+                    (_dotted(b), isinstance(b, ast.Name)) for b in statement.bases)
+        stack: list[tuple[ast.AST, int, Optional[str]]] = [(node, 0, None) for node in tree.body]
+        while stack:
+            node, owner, cls = stack.pop()
+            inner = self.visit(node, owner, cls)
+            within = node.name if isinstance(node, ast.ClassDef) else None
+            stack.extend((child, inner, within) for child in ast.iter_child_nodes(node) if not isinstance(child, _LEAVES))
+
+    def visit(self, node: ast.AST, owner: int, cls: Optional[str] = None) -> int:
+        """Record what `node` tells about the function `owner` (0: none), a statement of class
+        `cls`'s body; the owner of its children."""
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             self.facts.add(owner)  # a nested def is a fact of its enclosing function
-            self.functions.append(node)
-            key = id(node)
+            shift = self.offset
+            self.functions.append(Def(node.name, node.lineno + shift, node.body[0].lineno + shift,
+                                      (node.end_lineno or 0) + shift, node.body[0].col_offset))
+            key = len(self.functions)
+            if cls is not None:
+                self.members[cls][0].append(key)
             arguments = node.args
             self.parameters[key] = {a.arg for a in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs)}
             self.callees[key] = set()
@@ -102,8 +169,7 @@ class Scan:
         if isinstance(node, ast.ClassDef):
             self.facts.add(owner)
             self.classes.add(node.name)
-            methods = [m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))]
-            self.members[node.name] = (methods, [b.id for b in node.bases if isinstance(b, ast.Name)])
+            self.members[node.name] = ([], [b.id for b in node.bases if isinstance(b, ast.Name)])
             return 0
         if isinstance(node, ast.Call):
             self._call(node, owner)
@@ -115,7 +181,7 @@ class Scan:
             if any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in targets):
                 self.events.add(owner)
             if not isinstance(node, ast.AugAssign) and isinstance(node.value, ast.Call):
-                self.assigned.append((owner, node.value.func))
+                self.assigned.append((owner, _dotted(node.value.func)))
             self._count(targets, node.value, owner)
         return owner
 
@@ -149,12 +215,12 @@ class Scan:
     def _count(self, targets: Sequence[ast.expr], value: Optional[ast.expr], owner: int) -> None:
         """Assignments of `self.x` (counters.Counters.record): those of a wrapping counter are events."""
         for target in targets:
-            name = _qualify(target, {})
+            name = _qualify(_dotted(target), {})
             if name is None or not name.startswith("self."):
                 continue
             self.counts.append((owner, name))
             left = value.left if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mod) else None
-            if isinstance(left, ast.BinOp) and _qualify(left.left, {}) == name:
+            if isinstance(left, ast.BinOp) and _qualify(_dotted(left.left), {}) == name:
                 self.wraps.add(name)
 
     def _import(self, node: Union[ast.Import, ast.ImportFrom]) -> None:
@@ -170,33 +236,27 @@ class Scan:
 
     def relevant(self, linked: frozenset[str] = frozenset()) -> set[int]:
         """mark_relevant's closure: the functions that can perform an event."""
-        order = self.functions
-        start = self._performing()
-        found = closure([d.name for d in order], {i for i, d in enumerate(order) if id(d) in start},
-                        [self.callees[id(d)] for d in order], linked)
-        return {id(order[i]) for i in found}
+        count = len(self.functions)
+        found = closure([d.name for d in self.functions], {k - 1 for k in self._performing() if 0 < k <= count},
+                        [self.callees[k] for k in range(1, count + 1)], linked)
+        return {i + 1 for i in found}
 
     def _performing(self) -> set[int]:
         """The functions that perform an event themselves (a wrapping counter's assignment is one)."""
         return self.events | {owner for owner, name in self.counts if name in self.wraps}
 
-    def outline(self, tree: ast.Module) -> Outline:
+    def outline(self) -> Outline:
         """What the project's plan reads of this module (plan.py), as plain data."""
-        order = self.functions
-        start = self._performing()
-        index = {id(d): i for i, d in enumerate(order)}
-        bases: dict[str, list[tuple[str, bool]]] = {}
-        for node in tree.body:
-            if isinstance(node, ast.ClassDef):
-                bases.setdefault(node.name, []).extend(
-                    (_qualify(b, self.aliases) or "", isinstance(b, ast.Name) and b.id not in self.aliases)
-                    for b in node.bases)
+        count = len(self.functions)
+        bases = {name: tuple((_qualify(b, self.aliases) or "", local and b is not None and b[0] not in self.aliases)
+                             for b, local in written) for name, written in self.bases.items()}
         return Outline(
-            names=tuple(d.name for d in order), start=frozenset(index[k] for k in start if k in index),
-            callees=tuple(frozenset(self.callees[id(d)]) for d in order),
-            members={name: (tuple(index[id(m)] for m in methods), tuple(written))
+            names=tuple(d.name for d in self.functions),
+            start=frozenset(k - 1 for k in self._performing() if 0 < k <= count),
+            callees=tuple(frozenset(self.callees[k]) for k in range(1, count + 1)),
+            members={name: (tuple(k - 1 for k in methods), tuple(written))
                      for name, (methods, written) in self.members.items()},
-            aliases=dict(self.aliases), bases={name: tuple(found) for name, found in bases.items()})
+            aliases=dict(self.aliases), bases=bases)
 
     def needed(self, linked: frozenset[str] = frozenset()) -> set[int]:
         """Functions whose bodies matter: mark_relevant's closure, and those holding facts."""
@@ -207,7 +267,7 @@ class Scan:
                 kept.add(owner)
         return kept
 
-    def _lineage(self, name: str) -> list[tuple[list[Definition], list[str]]]:
+    def _lineage(self, name: str) -> list[tuple[list[int], list[str]]]:
         """The members of class `name` and of its bases defined in this module."""
         found, seen, pending = [], set(), [name]
         while pending:
@@ -222,8 +282,9 @@ class Scan:
     def _constructors(self, relevant: set[int]) -> set[int]:
         """The `__init__` of a class with a relevant method, and of its bases: the fields it sets
         (`self.opt = optimizer`) bind what a caller constructed it with (calls._field_bindings)."""
-        active = [name for name, (methods, _) in self.members.items() if any(id(m) in relevant for m in methods)]
-        return {id(m) for name in active for methods, _ in self._lineage(name) for m in methods if m.name == "__init__"}
+        active = [name for name, (methods, _) in self.members.items() if any(m in relevant for m in methods)]
+        return {m for name in active for methods, _ in self._lineage(name) for m in methods
+                if self.functions[m - 1].name == "__init__"}
 
 
 def closure(names: Sequence[str], start: set[int], callees: Sequence[AbstractSet[str]],
@@ -309,25 +370,35 @@ def _records(qualified: Optional[str], classes: set[str]) -> bool:
             or is_foreign_autograd(qualified) or qualified in ("functools.partial", "partial") or qualified in classes)
 
 
-def _qualify(node: ast.expr, aliases: dict[str, str]) -> Optional[str]:
-    """facts.ModuleInfo.qualify on the ast."""
+def _dotted(node: ast.expr) -> Optional[tuple[str, ...]]:
+    """`a.b.c` -> ("a", "b", "c"); None for anything but a dotted name."""
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
         node = node.value
-    if not isinstance(node, ast.Name):
+    return (node.id, *reversed(parts)) if isinstance(node, ast.Name) else None
+
+
+def _qualify(dotted: Optional[tuple[str, ...]], aliases: dict[str, str]) -> Optional[str]:
+    """facts.ModuleInfo.qualify of a dotted name."""
+    if dotted is None:
         return None
-    head = aliases.get(node.id, node.id)
-    return ".".join([head, *reversed(parts)])
+    return ".".join([aliases.get(dotted[0], dotted[0]), *dotted[1:]])
 
 
-def _cut(lines: list[str], definition: Definition) -> bool:
-    first, last = definition.body[0].lineno, definition.end_lineno or 0
-    if first <= definition.lineno or last - first + 1 < MIN_LINES or last > len(lines):
+def first_line(statement: ast.stmt) -> int:
+    """The first line of a statement as CPython counts it: its first decorator's."""
+    decorators: list[ast.expr] = getattr(statement, "decorator_list", [])
+    return min([statement.lineno] + [d.lineno for d in decorators])
+
+
+def _cut(lines: list[str], definition: Def) -> bool:
+    first, last = definition.first, definition.last
+    if first <= definition.line or last - first + 1 < MIN_LINES or last > len(lines):
         return False  # `def f(): return x` on one line, or too short to matter
     text = lines[first - 1]
     indent = text[: len(text) - len(text.lstrip(" \t"))]
-    if not indent or len(indent) != definition.body[0].col_offset:
+    if not indent or len(indent) != definition.col:
         return False  # the body does not start its line (a header continued with a backslash)
     lines[first - 1] = indent + "pass" + _ending(text)
     for index in range(first, last):

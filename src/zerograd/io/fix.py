@@ -314,15 +314,10 @@ def _planned_text(source: str) -> str:
     """The text a description's planner parses: the functions that cannot hold a finding cut out
     on the same lines (relevance.elide), so that its edits apply to `source` unchanged and a long
     file costs what its training functions cost (`--fix` itself plans on the whole text)."""
-    import ast
-    import warnings
-
-    from ..front.relevance import elide
+    from ..front.relevance import elide, scan_text
 
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return elide(source, ast.parse(source))
+        return elide(source, scan_text(source))
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return source
 

@@ -68,9 +68,8 @@ def _check_group(project: Project, group: list[str], settings: Settings) -> tupl
         unit = project.units[path]
         # A name of a module not built yet (an import cycle) only keeps more bodies: _link drops the call.
         outside = Outside(partial(_hooked_base, project, fronts, path), accumulation, pytorch)
-        front = front_end(unit.text, settings, tree=unit.tree, linked=unit.linked,
-                          link=partial(_link, project, fronts, path), outside=outside,
-                          scan=unit.scan if unit.tree is not None else None)
+        front = front_end(unit.text, settings, linked=unit.linked, link=partial(_link, project, fronts, path),
+                          outside=outside, scan=unit.scan)
         if isinstance(front, Report):
             results[path] = front.findings
         else:
@@ -108,7 +107,7 @@ def _group_settings(project: Project, group: list[str]) -> dict[str, Optional[in
         unit = project.units[path]
         if not any(keyword in unit.text for keyword in SETTINGS):
             continue
-        tree = unit.tree or _parsed(unit.text)
+        tree = _parsed(unit.text)
         aliases = unit.outline.aliases if unit.outline is not None else (Scan(tree).aliases if tree is not None else {})
         for node in ast.walk(tree) if tree is not None else ():
             if isinstance(node, ast.Call) and accumulation_of(qualified_name(node.func, aliases)):

@@ -15,12 +15,11 @@ from __future__ import annotations
 import ast
 import gc
 import re
-import warnings
 from dataclasses import dataclass, field
 from typing import Optional
 
 from ..engine import may_hold_findings
-from ..front.relevance import Outline, Scan
+from ..front.relevance import Outline, Scan, scan_text
 from ..knowledge.frameworks import SETTINGS, framework_of
 from .cache import Cache
 from .index import Imported, Index, imports_of
@@ -41,8 +40,7 @@ class Unit:
     path: str  # absolute
     text: str
     imports: list[Imported]
-    tree: Optional[ast.Module] = None
-    scan: Optional[Scan] = None  # of `tree`: the elision of its build reads it again
+    scan: Optional[Scan] = None  # of its text: the elision of its build reads it again
     outline: Optional[Outline] = None  # what the plan reads of its functions (relevance.Outline)
     defs: Optional[set[tuple[str, str]]] = None  # ("def" | "class", name) in its text
     relevant: Optional[set[str]] = None  # its function names that can perform an event (once parsed)
@@ -95,7 +93,7 @@ class Project:
         grouped = {a for group in groups for a in group}
         for unit in self.units.values():
             if unit.path not in grouped:
-                unit.tree = unit.scan = None  # only the groups' builds reuse their trees
+                unit.scan = None  # only the groups' builds reuse their scans
         return [[self.index.paths[a] for a in group] for group in groups]
 
     def relevant(self, unit: Unit) -> set[str]:
@@ -105,11 +103,8 @@ class Project:
             unit.outline = self.cache.outline(unit.text) if self.cache is not None else None
             if unit.outline is None:
                 try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        unit.tree = ast.parse(unit.text)
-                    unit.scan = Scan(unit.tree)
-                    unit.outline = unit.scan.outline(unit.tree)
+                    unit.scan = scan_text(unit.text)
+                    unit.outline = unit.scan.outline()
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
                     pass
                 if unit.outline is not None and self.cache is not None:
