@@ -144,8 +144,25 @@ def test_a_fix_that_shifts_another_findings_line_number_holds() -> None:
     first leak of zg001_leak_before_loop.py "did not hold" and was left unfixed."""
     source = (ROOT / "fixtures" / "zg001_leak_before_loop.py").read_text(encoding="utf-8")
     outcome = fix_source(source)
-    assert [f.line for f in outcome.fixed] == [20, 33] and outcome.warnings == []  # 32, after the first fix
+    # Both fixes are applied together: the lines are the file's before any fix.
+    assert [f.line for f in outcome.fixed] == [20, 32] and outcome.warnings == []
     assert not [f for f in lint_source(outcome.source) if f.code == "ZG001"]
+
+
+def test_fixes_applied_together_are_the_fixes_applied_one_by_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fix_source tries a module's fixes together (one re-lint for all), then one at a time:
+    the text must be the same either way, on every fixture with two or more fixes."""
+    import zerograd.io.fix as fix
+
+    together = {p: fix_source(p.read_text(encoding="utf-8")) for p in sorted((ROOT / "fixtures").rglob("*.py"))}
+    several = {p: o for p, o in together.items() if len(o.fixed) > 1}
+    assert len(several) >= 3
+    monkeypatch.setattr(fix, "_fix_together", lambda *args: None)
+    for path, outcome in several.items():
+        alone = fix_source(path.read_text(encoding="utf-8"))
+        assert alone.source == outcome.source, path.name
+        assert sorted(fix.key(f.code, f.message) for f in alone.fixed) == sorted(
+            fix.key(f.code, f.message) for f in outcome.fixed), path.name  # line numbers aside
 
 
 def test_descriptions_checked_together_agree_with_each_checked_alone() -> None:
@@ -161,12 +178,12 @@ def test_descriptions_checked_together_agree_with_each_checked_alone() -> None:
         if sum(f.code in FIXABLE for f in findings) < 2:
             continue
         together = [f.fix for f in fix.describe(source, findings)]
-        held = fix._all_hold
+        held = fix._together
         try:
-            fix._all_hold = lambda *args: False  # type: ignore[assignment]
+            fix._together = lambda *args: None  # type: ignore[assignment]
             each = [f.fix for f in fix.describe(source, findings)]
         finally:
-            fix._all_hold = held
+            fix._together = held
         assert together == each, path.name
         compared += 1 if any(together) else 0
     assert compared >= 5

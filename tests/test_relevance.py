@@ -90,3 +90,60 @@ def test_fixtures_report_the_same_with_and_without_cutting(path: Path) -> None:
 
 def test_the_module_above_reports_the_same() -> None:
     assert inspect_source(MODULE) == inspect_source(MODULE, elide=False)
+
+
+def _long_module() -> str:
+    """Fixtures end to end, with what may sit where a piece would be cut: a definition at column
+    0 inside a string, one after a line continued with a backslash, decorators."""
+    traps = ('DOC = """\ndef inside_a_string(optimizer):\n    optimizer.step()\n"""\n\n\n'
+             "TOTAL = 1 + \\\n    2\ndef after_a_continuation(model):\n    model(1).backward()\n\n\n"
+             "@decorated\n@twice\ndef decorated_step(model, optimizer):\n    model(1).backward()\n    optimizer.step()\n\n\n")
+    parts = [p.read_text() for p in FIXTURES if "projects" not in p.parts][:60]
+    return "\n\n".join(part + "\n\n" + traps for part in parts)
+
+
+def test_a_long_file_is_scanned_in_pieces_as_it_is_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """scan_text parses a long file in pieces (a whole ast tree of 200k lines weighs ~500 MB):
+    what it learns must be what one parse of the whole text tells."""
+    import ast
+
+    import zerograd.front.relevance as relevance
+
+    text = _long_module()
+    whole = relevance.Scan(ast.parse(text))
+    monkeypatch.setattr(relevance, "PIECE_LINES", 40)
+    assert len(relevance._cuts(relevance._LINE.findall(text))) > 20  # it is cut, and often
+    pieces = scan_text(text)
+    for name in ("functions", "events", "facts", "callees", "parameters", "aliases", "classes", "members",
+                 "assigned", "wraps", "counts", "starts", "bases"):
+        assert getattr(pieces, name) == getattr(whole, name) or name == "functions" and sorted(
+            pieces.functions) == sorted(whole.functions), name
+    assert pieces.outline().relevant() == whole.outline().relevant()
+    assert elide(text, pieces) == elide(text, whole)
+
+
+def test_a_cut_inside_a_string_falls_back_to_the_whole_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    import zerograd.front.relevance as relevance
+
+    monkeypatch.setattr(relevance, "PIECE_LINES", 5)
+    inner = "".join(f"def f{i}(o):\n    o.step()\n\n" for i in range(12))
+    text = "import torch\n" + 'TEXT = """\n' + inner + '"""\n' + inner.replace("def f", "def g") * 2
+    assert len(relevance._cuts(relevance._LINE.findall(text))) > 3
+    scan = scan_text(text)
+    assert [d.name for d in scan.functions if d.name.startswith("f")] == []  # the string is text
+    assert len(scan.starts) == 2 + 24
+
+
+def test_findings_do_not_depend_on_pieces(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same findings, positions and scope counts, from one piece or many; and a syntax
+    error far into a long file is still reported where it is."""
+    import zerograd.front.relevance as relevance
+
+    text = _long_module()
+    whole = inspect_source(text)
+    monkeypatch.setattr(relevance, "PIECE_LINES", 40)
+    assert inspect_source(text) == whole
+    assert whole.findings  # the fixtures' bugs are in there
+    broken = text + "\n\ndef late(:\n    pass\n"
+    (error,) = inspect_source(broken).findings
+    assert (error.code, error.line) == ("ZG900", broken.count("\n") - 1)

@@ -50,13 +50,14 @@ class Analyzer:
         self.work = 0
 
     def forget(self, fid: int) -> None:
-        """Drop what was built to analyse `fid` (graphs, per-node summaries, outcomes): once no
-        other function can ask for it, keeping it costs memory in proportion to the file. Its
-        static summary stays; anything dropped is rebuilt, the same, if asked for again."""
+        """Drop what was built to analyse `fid` (graphs, summaries, outcomes): once no other
+        function can ask for it, keeping it costs memory in proportion to the file. Anything
+        dropped is rebuilt, the same, if asked for again."""
         for key in self.held.pop(fid, ()):
             self.graphs.pop(key, None)
             self.caches.pop(key, None)
             self.memo.pop(key, None)
+            self.statics.pop(key, None)
 
     def _hold(self, key: tuple[Any, ...]) -> None:
         self.held.setdefault(key[0], []).append(key)

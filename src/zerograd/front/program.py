@@ -166,15 +166,15 @@ def _function_scope(builder: Builder, function: cst.FunctionDef, cls: Optional[C
     evidence = facts.stepped & facts.cleared
     if cls is not None:  # a receiver stepped in one method and cleared in another is one optimizer
         methods = [info.facts[id(m)] for m in cls.methods.values()]
-        evidence = set.union(set(), *(m.stepped for m in methods)) & set.union(set(), *(m.cleared for m in methods))
+        evidence = frozenset().union(*(m.stepped for m in methods)) & frozenset().union(*(m.cleared for m in methods))
     ctx = Context(function=function, cls=cls, evidence=frozenset(evidence))
     framework = builder.framework(ctx)
     if framework is not None and id(function) in builder.hook_optimizers:
         ctx = replace(ctx, aliases=((builder.hook_optimizers[id(function)], framework.optimizer),))
     body = builder.scope(block_of(function.body), ctx)
-    params = frozenset(facts.parameters)
+    params = builder.shared(frozenset(facts.parameters))
     site = builder.sites.site(function)
-    local = assigned_names(block_of(function.body)) - params
+    local = builder.shared(assigned_names(block_of(function.body)) - params)
     return Function(function.name.value, body, site, params=params, local=local,
                     links=_own_links(info, id(function), local))
 

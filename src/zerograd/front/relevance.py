@@ -42,7 +42,7 @@ _LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, as
 _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 # Characters str.splitlines() takes for line ends and CPython does not: with one of them in the
 # text, the engine's chunks count lines differently, so the text is left whole.
-_ODD_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+ODD_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
 MIN_LINES = 3  # a shorter body is not worth cutting
 # A file this long is parsed in pieces of about this many lines (scan_text).
 PIECE_LINES = 2000
@@ -53,7 +53,7 @@ def elide(source: str, scan: Scan, linked: frozenset[str] = frozenset()) -> str:
     """`source` with the bodies of the functions the analysis does not need cut out; `scan`:
     source's (scan_text); `linked` names functions of other modules of the project that can
     perform an event."""
-    if _ODD_ENDS.search(source):
+    if ODD_ENDS.search(source):
         return source
     needed = scan.needed(linked)
     cut = [d for key, d in enumerate(scan.functions, start=1) if key not in needed]
@@ -76,7 +76,7 @@ def scan_text(source: str) -> Scan:
     with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
         warnings.simplefilter("ignore")
         lines = _LINE.findall(source) if len(source) > PIECE_LINES * 40 else []
-        cuts = _cuts(lines) if lines and not _ODD_ENDS.search(source) else [0]
+        cuts = _cuts(lines) if lines and not ODD_ENDS.search(source) else [0]
         if len(cuts) > 1:
             try:
                 for start, end in zip(cuts, cuts[1:] + [len(lines)]):

@@ -70,6 +70,12 @@ class Builder(Receivers):
         self.frameworks: dict[int, Framework] = {}
         self.hook_optimizers: dict[int, str] = {}
         self.closures: dict[int, str] = {}
+        self._sets: dict[frozenset[str], frozenset[str]] = {}
+
+    def shared(self, names: frozenset[str]) -> frozenset[str]:
+        """One object per distinct set of names in the IR (parameters, locals, loop targets):
+        generated and real code repeat the same few, and each costs 216 bytes or more."""
+        return self._sets.setdefault(names, names)
 
     # --- statements -------------------------------------------------------------------------
 
@@ -263,7 +269,7 @@ class Builder(Receivers):
             if name is not None and collection is not None:
                 # The loop variable is an entry of the collection, whatever it names elsewhere.
                 inner = replace(inner, aliases=((name, self.key_text(collection, ctx)),) + inner.aliases)
-            targets = frozenset(bound_names(node.target))
+            targets = self.shared(frozenset(bound_names(node.target)))
             infinite = False
         else:
             targets = frozenset()
@@ -272,7 +278,7 @@ class Builder(Receivers):
         orelse = self.block(block_of(node.orelse.body), ctx) if node.orelse else Seq()
         counter = peeled_counter(node) if isinstance(node, cst.For) else None
         body = self.block(body_nodes, replace(inner, first=(counter, False)) if counter else inner)
-        moves = (inner.moves or frozenset()) | targets
+        moves = self.shared((inner.moves or frozenset()) | targets)
         head = [] if isinstance(node, cst.For) else self.expression_events(node.test, ctx)
         loop = Loop(body, self.sites.site(node), infinite, targets, orelse, isinstance(node, cst.For), moves)
         if counter is not None:

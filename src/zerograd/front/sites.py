@@ -9,12 +9,15 @@ deeply nested code elsewhere in the file.
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from ..analysis.model import Span
+
+KEEP_STATEMENTS = 64  # top-level statements whose sites' positions are kept
 
 
 @dataclass(frozen=True)
@@ -27,9 +30,12 @@ class Chunk:
 @dataclass
 class Sites:
     chunks: list[Chunk]
-    nodes: list[tuple[cst.CSTNode, int, int]] = field(default_factory=list)  # node, chunk, top statement
+    nodes: list[cst.CSTNode] = field(default_factory=list)
     chunk: int = 0  # where nodes being registered now live
     top: int = 0
+    # Each node's chunk and top-level statement, as machine ints (a tuple per site took 72 bytes).
+    _chunks: array[int] = field(default_factory=lambda: array("i"))
+    _tops: array[int] = field(default_factory=lambda: array("i"))
     _ids: dict[int, int] = field(default_factory=dict)
     _positions: dict[tuple[int, int], tuple[dict[cst.CSTNode, CodeRange], int]] = field(default_factory=dict)
 
@@ -37,24 +43,29 @@ class Sites:
         known = self._ids.get(id(node))
         if known is None:
             known = self._ids[id(node)] = len(self.nodes)
-            self.nodes.append((node, self.chunk, self.top))
+            self.nodes.append(node)
+            self._chunks.append(self.chunk)
+            self._tops.append(self.top)
         return known
 
     def node(self, site: int) -> cst.CSTNode:
-        return self.nodes[site][0]
+        return self.nodes[site]
 
     def text(self, site: int) -> str:
         """The code of the site's node, as written."""
-        return self.chunks[self.nodes[site][1]].module.code_for_node(self.nodes[site][0])
+        return self.chunks[self._chunks[site]].module.code_for_node(self.nodes[site])
 
     def locate(self, site: int) -> Span:
-        node, chunk_index, top = self.nodes[site]
+        node, chunk_index, top = self.nodes[site], self._chunks[site], self._tops[site]
         chunk = self.chunks[chunk_index]
         key = (chunk_index, top if chunk.starts else -1)
         if key not in self._positions or node not in self._positions[key][0]:
             positions, shift = _positions_of(chunk, top)
-            # Only the sites' positions are kept: those of every node of a statement took about
-            # 2 KB per line of a file where every function holds a finding.
+            # Only the sites' positions are kept, of the last statements located (findings come
+            # scope by scope): those of every node of every statement took 2 KB per line of a
+            # file where every function holds a finding.
+            if len(self._positions) >= KEEP_STATEMENTS:
+                del self._positions[next(iter(self._positions))]
             self._positions[key] = ({n: r for n, r in positions.items() if id(n) in self._ids}, shift)
         positions, shift = self._positions[key]
         where = positions[node]

@@ -13,13 +13,14 @@ Edits insert and delete whole lines, so every other byte (comments, line endings
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from collections import Counter
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Optional
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from ..analysis.model import Finding, Settings
 from ..analysis.rules import FIXABLE
@@ -51,18 +52,21 @@ class _Statement:
 
 
 class _Index(cst.CSTVisitor):
-    """Every simple statement line with its position and the compound statements around it."""
+    """Every simple statement line with its position (after `offset` lines) and the compound
+    statements around it."""
 
     METADATA_DEPENDENCIES = (PositionProvider,)
 
-    def __init__(self) -> None:
+    def __init__(self, offset: int) -> None:
         self.statements: list[_Statement] = []
         self.stack: list[cst.CSTNode] = []
+        self.offset = offset
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         if isinstance(node, cst.SimpleStatementLine):
             where = self.get_metadata(PositionProvider, node)
-            self.statements.append(_Statement(node, where.start.line, where.end.line, self._scope()))
+            self.statements.append(_Statement(node, where.start.line + self.offset, where.end.line + self.offset,
+                                              self._scope()))
             return False
         self.stack.append(node)
         return True
@@ -79,19 +83,37 @@ class _Index(cst.CSTVisitor):
         return tuple(self.stack)
 
 
+@dataclass
+class _Piece:
+    """One top-level statement, parsed: its simple statements and its nodes' positions."""
+
+    statements: list[_Statement]
+    positions: Mapping[cst.CSTNode, CodeRange]
+    offset: int  # lines of the file before it
+
+
 class Planner:
+    """Plans a finding's edit on the CST of the top-level statement that holds it, parsed when
+    first asked (an edit never leaves the loop of its finding): a whole-module parse of a long
+    file costs the whole file's CST, in time and in memory, to fix a few lines."""
+
+    KEEP = 4  # statements kept parsed: findings come in order
+
     def __init__(self, source: str) -> None:
         self.source = source
-        module = cst.parse_module(source)
-        wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-        index = _Index()
-        wrapper.visit(index)
-        self.statements = index.statements
-        self.positions = wrapper.resolve(PositionProvider)
+        self.lines = source.splitlines(keepends=True)
+        self.starts = _top_lines(source)
+        self._pieces: dict[int, _Piece] = {}
+        self.statements: list[_Statement] = []
+        self.positions: Mapping[cst.CSTNode, CodeRange] = {}
+        self.offset = 0
 
     def plan(self, finding: Finding) -> Optional[Edit]:
+        """Raises cst.ParserSyntaxError (or RecursionError) when the statement does not parse."""
         if finding.code not in FIXABLE:
             return None
+        piece = self._piece(finding.line)
+        self.statements, self.positions, self.offset = piece.statements, piece.positions, piece.offset
         statement = self._statement_at(finding.line)
         if statement is None:
             return None
@@ -103,6 +125,19 @@ class Planner:
         if finding.code == "ZG002":
             return self._move_before_backward(statement, loop)
         return self._move_after_conditional_step(statement, loop)
+
+    def _piece(self, line: int) -> _Piece:
+        number = max(0, bisect_right(self.starts, line) - 1)
+        if number not in self._pieces:
+            first = self.starts[number]
+            end = self.starts[number + 1] - 1 if number + 1 < len(self.starts) else len(self.lines)
+            wrapper = MetadataWrapper(cst.parse_module("".join(self.lines[first - 1:end])), unsafe_skip_copy=True)
+            index = _Index(first - 1)
+            wrapper.visit(index)
+            if len(self._pieces) >= self.KEEP:
+                del self._pieces[next(iter(self._pieces))]
+            self._pieces[number] = _Piece(index.statements, wrapper.resolve(PositionProvider), first - 1)
+        return self._pieces[number]
 
     def _statement_at(self, line: int) -> Optional[_Statement]:
         found = [s for s in self.statements if s.first == line and len(s.node.body) == 1]
@@ -135,7 +170,7 @@ class Planner:
         parent = statement.ancestors[-1] if statement.ancestors else None
         if not isinstance(parent, cst.IndentedBlock) or not parent.body:
             return None
-        return self.positions[parent.body[0]].start.line
+        return self.positions[parent.body[0]].start.line + self.offset
 
     def _move_before_backward(self, clear: _Statement, loop: cst.CSTNode) -> Optional[Edit]:
         backward = self._first_backward(loop)
@@ -220,7 +255,19 @@ def _own_text(source: str, statement: _Statement) -> str:
 
 
 def apply(source: str, edit: Edit) -> str:
+    return apply_all(source, [edit])
+
+
+def apply_all(source: str, edits: Sequence[Edit]) -> str:
+    """`edits` applied together, from the bottom up (an edit moves no line above it); their
+    spans (_span) must not interleave."""
     lines = source.splitlines(keepends=True)
+    for edit in sorted(edits, key=_span, reverse=True):
+        _apply(lines, edit)
+    return "".join(lines)
+
+
+def _apply(lines: list[str], edit: Edit) -> None:
     anchor = lines[edit.indent_from - 1]
     indent = anchor[: len(anchor) - len(anchor.lstrip(" \t"))]
     ending = "\r\n" if anchor.endswith("\r\n") else "\r" if anchor.endswith("\r") else "\n"
@@ -228,12 +275,11 @@ def apply(source: str, edit: Edit) -> str:
     position = edit.line if edit.after else edit.line - 1
     if lines and not lines[-1].endswith(("\n", "\r")) and position >= len(lines):
         lines[-1] += ending
-    out = lines[:position] + new + lines[position:]
+    lines[position:position] = new
     if edit.delete is not None:
         first, last = edit.delete
         shift = len(new) if position < first else 0
-        del out[first - 1 + shift: last + shift]
-    return "".join(out)
+        del lines[first - 1 + shift: last + shift]
 
 
 def _reindent(text: str, indent: str) -> str:
@@ -265,18 +311,26 @@ def _signature(findings: Iterable[Finding]) -> Counter[tuple[str, str]]:
 
 def fix_source(source: str, settings: Settings = Settings(), only: Sequence[str] = FIXABLE,
                wanted: Optional[Collection[tuple[str, str]]] = None) -> Outcome:
-    """Apply every safe fix, one at a time, each checked by re-linting; idempotent. `wanted`:
-    the (code, message) of the findings the module has in its project (interface.md v3); a
-    finding the module has only alone is not fixed (the fixes are checked on the module alone)."""
+    """Apply every safe fix, each checked by re-linting; idempotent. The fixes of a module are
+    tried together first (one re-lint, not one per finding: a generated file of 28k findings),
+    then, if that does not hold, one at a time. `wanted`: the (code, message) of the findings
+    the module has in its project (interface.md v3); a finding the module has only alone is not
+    fixed (the fixes are checked on the module alone)."""
     fixed: list[Finding] = []
     warnings: list[str] = []
     tried: set[tuple[str, str, int]] = set()
+    findings = lint_source(source, settings)
     while True:
-        findings = lint_source(source, settings)
         if any(f.code.startswith("ZG9") for f in findings):
             return Outcome(source, fixed, warnings)  # never touch a file that does not parse
         candidates = [f for f in findings if f.code in only and (f.code, f.message, f.line) not in tried
                       and (wanted is None or key(f.code, f.message) in wanted)]
+        together = _fix_together(source, findings, candidates, settings)
+        if together is not None:
+            source, findings, done = together
+            fixed.extend(done)
+            tried.update((f.code, f.message, f.line) for f in done)
+            continue
         progress = False
         for finding in candidates:
             tried.add((finding.code, finding.message, finding.line))
@@ -289,6 +343,32 @@ def fix_source(source: str, settings: Settings = Settings(), only: Sequence[str]
                 warnings.append(result[0])
         if not progress:
             return Outcome(source, fixed, warnings)
+        findings = lint_source(source, settings)
+
+
+def _fix_together(source: str, findings: list[Finding], candidates: list[Finding],
+                  settings: Settings) -> Optional[tuple[str, list[Finding], list[Finding]]]:
+    """The source with the fixes of `candidates` applied together, its findings and those fixed,
+    when there are two or more and all hold."""
+    if len(candidates) < 2:
+        return None
+    wanted = {id(f) for f in candidates}
+    edits = _plans(Planner(source), [(i, f) for i, f in enumerate(findings) if id(f) in wanted])
+    held = _together(source, findings, edits, settings) if len(edits) > 1 else None
+    return None if held is None else (held[0], held[1], [findings[i] for i in sorted(edits)])
+
+
+def _plans(planner: Planner, findings: Iterable[tuple[int, Finding]]) -> dict[int, Edit]:
+    """The edit of each finding that has one (by its index)."""
+    edits = {}
+    for i, finding in findings:
+        try:
+            edit = planner.plan(finding)
+        except (cst.ParserSyntaxError, RecursionError):
+            continue
+        if edit is not None:
+            edits[i] = edit
+    return edits
 
 
 def try_fix(source: str, finding: Finding, findings: list[Finding], settings: Settings,  # type: ignore[no-untyped-def]
@@ -310,16 +390,17 @@ def try_fix(source: str, finding: Finding, findings: list[Finding], settings: Se
     return candidate
 
 
-def _planned_text(source: str) -> str:
-    """The text a description's planner parses: the functions that cannot hold a finding cut out
-    on the same lines (relevance.elide), so that its edits apply to `source` unchanged and a long
-    file costs what its training functions cost (`--fix` itself plans on the whole text)."""
-    from ..front.relevance import elide, scan_text
+def _top_lines(source: str) -> list[int]:
+    """The first line of each top-level statement: the planner's pieces. One piece when the
+    text does not parse, or counts lines otherwise than str.splitlines."""
+    from ..front.relevance import ODD_ENDS, scan_text
 
+    if ODD_ENDS.search(source):
+        return [1]
     try:
-        return elide(source, scan_text(source))
+        return sorted(set(scan_text(source).starts)) or [1]
     except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return source
+        return [1]
 
 
 def describe(source: str, findings: list[Finding], settings: Settings = Settings()) -> list[Finding]:
@@ -328,12 +409,9 @@ def describe(source: str, findings: list[Finding], settings: Settings = Settings
 
     if not any(f.code in FIXABLE for f in findings):
         return findings
-    try:
-        planner = Planner(_planned_text(source))
-    except (cst.ParserSyntaxError, RecursionError):
-        return findings
-    edits = {i: edit for i, f in enumerate(findings) if f.code in FIXABLE and (edit := planner.plan(f)) is not None}
-    if len(edits) > 1 and _all_hold(source, findings, edits, settings):
+    planner = Planner(source)
+    edits = _plans(planner, ((i, f) for i, f in enumerate(findings) if f.code in FIXABLE))
+    if len(edits) > 1 and _together(source, findings, edits, settings) is not None:
         return [replace(f, fix=edits[i].description) if i in edits else f for i, f in enumerate(findings)]
     marked = []
     for i, finding in enumerate(findings):
@@ -344,21 +422,23 @@ def describe(source: str, findings: list[Finding], settings: Settings = Settings
     return marked
 
 
-def _all_hold(source: str, findings: list[Finding], edits: dict[int, Edit], settings: Settings) -> bool:
-    """Whether every planned edit, applied together, removes its finding and adds none: one
-    re-lint instead of one per finding (a file with 25 fixable findings took 4.7 s to describe).
-    Edits whose lines interleave are not combined; on any doubt the caller checks each alone."""
-    spans = sorted((_span(edit), i) for i, edit in edits.items())
-    if any(a[1] >= b[0] for (a, _), (b, _) in zip(spans, spans[1:])):
-        return False
-    combined = source
-    for _, i in reversed(spans):  # from the bottom up: an edit moves no line above it
-        combined = apply(combined, edits[i])
+def _together(source: str, findings: list[Finding], edits: dict[int, Edit],
+              settings: Settings) -> Optional[tuple[str, list[Finding]]]:
+    """The source with every planned edit applied together and its findings, when each edit
+    removes its finding and none adds one: one re-lint instead of one per finding (a file with
+    25 fixable findings took 4.7 s to describe). Edits whose lines interleave are not combined;
+    on any doubt the caller checks each alone."""
+    spans = sorted(_span(edit) for edit in edits.values())
+    if any(a[1] >= b[0] for a, b in zip(spans, spans[1:])):
+        return None
+    combined = apply_all(source, list(edits.values()))
     after = lint_source(combined, settings)
     expected = _signature(findings)
     for i in edits:
         expected[key(findings[i].code, findings[i].message)] -= 1
-    return not any(f.code.startswith("ZG9") for f in after) and not _signature(after) - +expected
+    if any(f.code.startswith("ZG9") for f in after) or _signature(after) - +expected:
+        return None
+    return combined, after
 
 
 def _span(edit: Edit) -> tuple[int, int]:
