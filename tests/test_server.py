@@ -202,3 +202,125 @@ def test_the_server_survives_a_misbehaving_client(tmp_path: Path) -> None:
     process.stdin.write(frame(json.dumps({"jsonrpc": "2.0", "method": "exit"}).encode()))
     process.stdin.flush()
     assert process.wait(timeout=20) in (0, 1)
+
+
+@pytest.mark.asyncio
+async def test_a_notebook_with_bad_cells(client: LanguageClient, tmp_path: Path) -> None:
+    """issue 32: a cell that does not parse, a cell of another language, an empty cell and a
+    cell of bytes no editor should send: the broken cell gets the ZG900 (as `zerograd` on the
+    .ipynb says), the others nothing, and once the cell is mended the bug behind it shows."""
+    notebook = (tmp_path / "bad.ipynb").as_uri()
+    texts = ["def f(:\n    pass\n", "%%bash\necho $((1 +\n", "", "x = '\x00\ud800'\n",
+             "import torch\nfor b in loader:\n    model(b).sum().backward()\n    opt.step()\n"]
+    cells = [f"{notebook}#cell{n}" for n in range(len(texts))]
+    client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
+        notebook_document=types.NotebookDocument(uri=notebook, notebook_type="jupyter-notebook", version=1, cells=[
+            types.NotebookCell(kind=types.NotebookCellKind.Code, document=cell) for cell in cells]),
+        cell_text_documents=[types.TextDocumentItem(uri=cell, language_id="python", version=1, text=text)
+                             for cell, text in zip(cells, texts)]))
+    # The text is encoded before it is parsed: the lone surrogate is what cannot be read first.
+    (bytes_,) = await diagnostics_for(client, cells[3])
+    assert bytes_.code == "ZG900" and (bytes_.range.start.line, bytes_.range.start.character) == (0, 6)
+    for cell in cells[:3] + cells[4:]:
+        assert await diagnostics_for(client, cell) == []
+    for version, (cell, mended) in enumerate(((cells[3], "x = ''\n"), (cells[0], "def f():\n    pass\n")), start=2):
+        client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
+            notebook_document=types.VersionedNotebookDocumentIdentifier(uri=notebook, version=version),
+            change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(text_content=[
+                types.NotebookDocumentCellContentChanges(
+                    document=types.VersionedTextDocumentIdentifier(uri=cell, version=version),
+                    changes=[types.TextDocumentContentChangeWholeDocument(text=mended)])]))))
+        if version == 2:
+            (broken,) = await diagnostics_for(client, cells[0])
+            assert broken.code == "ZG900" and broken.range.start.line == 0
+    assert await diagnostics_for(client, cells[0]) == []
+    (found,) = await diagnostics_for(client, cells[-1])
+    assert found.code == "ZG001" and found.range.start.line == 3
+
+
+def test_a_thousand_rapid_changes_to_a_large_document(tmp_path: Path) -> None:
+    """issue 32: 1,000 changes to a 2,000-line training file as fast as a client can send them:
+    the server debounces them into a few lints, publishes the last version's findings, and its
+    memory after is about its memory before (measured: see docs/bad-input.md)."""
+    import json
+    import subprocess
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+    from bench import training_script
+
+    text = training_script(2000)
+    uri = (tmp_path / "big.py").as_uri()
+    process = subprocess.Popen([sys.executable, "-m", "zerograd", "server"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    talk = _Raw(process)
+    talk.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"capabilities": {}, "processId": None, "rootUri": None}})
+    talk.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    talk.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+        "textDocument": {"uri": uri, "languageId": "python", "version": 1, "text": text}}})
+    first = talk.diagnostics(uri, version=1)
+    before = _rss_kib(process.pid)
+    for version in range(2, 1002):
+        end = text.count("\n")
+        talk.send({"jsonrpc": "2.0", "method": "textDocument/didChange", "params": {
+            "textDocument": {"uri": uri, "version": version},
+            "contentChanges": [{"range": {"start": {"line": end, "character": 0}, "end": {"line": end, "character": 0}},
+                                "text": f"# edit {version}\n"}]}})
+    last = talk.diagnostics(uri, version=1001)
+    after = _rss_kib(process.pid)
+    talk.send({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+    talk.send({"jsonrpc": "2.0", "method": "exit"})
+    assert process.wait(timeout=30) == 0
+    assert last == first and len(first) == 2000 // 23 // 2
+    assert talk.published < 50  # debounced: not a lint per change
+    print(f"server RSS before {before / 1024:.0f} MiB, after 1,000 changes {after / 1024:.0f} MiB")
+    assert after - before < 64 * 1024, (before, after)
+
+
+class _Raw:
+    """A client that writes JSON-RPC frames to the server's stdin as fast as it can."""
+
+    def __init__(self, process: "subprocess.Popen[bytes]") -> None:
+        self.process = process
+        self.buffer = b""
+        self.published = 0
+
+    def send(self, message: dict[str, object]) -> None:
+        import json
+
+        assert self.process.stdin is not None
+        body = json.dumps(message).encode()
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.process.stdin.flush()
+
+    def diagnostics(self, uri: str, version: int) -> list[object]:
+        """The diagnostics published for `uri` at `version` (waiting up to a minute)."""
+        import json
+        import select
+        import time
+
+        assert self.process.stdout is not None
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            while b"\r\n\r\n" in self.buffer:
+                head, rest = self.buffer.split(b"\r\n\r\n", 1)
+                length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                              if line.lower().startswith(b"content-length"))
+                if len(rest) < length:
+                    break
+                message, self.buffer = json.loads(rest[:length]), rest[length:]
+                if message.get("method") == "textDocument/publishDiagnostics":
+                    self.published += 1
+                    params = message["params"]
+                    if params["uri"] == uri and params.get("version") == version:
+                        return list(params["diagnostics"])
+            if select.select([self.process.stdout], [], [], 0.2)[0]:
+                self.buffer += os.read(self.process.stdout.fileno(), 1 << 16)
+        raise AssertionError(f"no diagnostics for {uri} at version {version}")
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0

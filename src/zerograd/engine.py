@@ -278,6 +278,10 @@ def _family(kind: str) -> str:
     return "leak" if kind in leaks else kind
 
 
+def _line_col(source: str, offset: int) -> tuple[int, int]:
+    return source.count("\n", 0, offset) + 1, offset - (source.rfind("\n", 0, offset) + 1)
+
+
 def _syntax_error(source: str, reason: str, line: int, col: int) -> Finding:
     """ZG900 where CPython's own parser places the error (LibCST's position is often off)."""
     try:
@@ -286,6 +290,10 @@ def _syntax_error(source: str, reason: str, line: int, col: int) -> Finding:
             compile(source, "<source>", "exec", ast.PyCF_ONLY_AST)
     except SyntaxError as error:
         reason, line, col = error.msg, error.lineno or 1, (error.offset or 1) - 1
+        if error.lineno is None and "\0" in source:  # "cannot contain null bytes": say where
+            line, col = _line_col(source, source.index("\0"))
+    except UnicodeEncodeError as error:  # a lone surrogate (an editor's buffer, not a file)
+        reason, (line, col) = str(error), _line_col(source, error.start)
     except (ValueError, RecursionError, MemoryError) as error:
         reason, line, col = str(error), 1, 0
     reason = " ".join(reason.split()) or "invalid syntax"
