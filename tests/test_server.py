@@ -4,6 +4,7 @@ debounced changes, notebooks, bad input, shutdown."""
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -35,6 +36,14 @@ def open_document(client: LanguageClient, path: Path, text: str) -> str:
     client.text_document_did_open(types.DidOpenTextDocumentParams(
         text_document=types.TextDocumentItem(uri=uri, language_id="python", version=1, text=text)))
     return uri
+
+
+def open_notebook(client: LanguageClient, notebook: str, cells: list[str], texts: list[str]) -> None:
+    client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
+        notebook_document=types.NotebookDocument(uri=notebook, notebook_type="jupyter-notebook", version=1, cells=[
+            types.NotebookCell(kind=types.NotebookCellKind.Code, document=cell) for cell in cells]),
+        cell_text_documents=[types.TextDocumentItem(uri=cell, language_id="python", version=1, text=text)
+                             for cell, text in zip(cells, texts)]))
 
 
 async def diagnostics_for(client: LanguageClient, uri: str) -> list[types.Diagnostic]:
@@ -114,11 +123,7 @@ async def test_notebook_cells_get_their_own_diagnostics(client: LanguageClient, 
     notebook = (tmp_path / "train.ipynb").as_uri()
     cells = [f"{notebook}#cell1", f"{notebook}#cell2"]
     texts = ["import torch\n%matplotlib inline\n", "for b in loader:\n    model(b).sum().backward()\n    opt.step()\n"]
-    client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
-        notebook_document=types.NotebookDocument(uri=notebook, notebook_type="jupyter-notebook", version=1, cells=[
-            types.NotebookCell(kind=types.NotebookCellKind.Code, document=cell) for cell in cells]),
-        cell_text_documents=[types.TextDocumentItem(uri=cell, language_id="python", version=1, text=text)
-                             for cell, text in zip(cells, texts)]))
+    open_notebook(client, notebook, cells, texts)
     (found,) = await diagnostics_for(client, cells[1])
     assert found.code == "ZG001" and found.range.start.line == 2  # third line of the second cell
     assert await diagnostics_for(client, cells[0]) == []
@@ -129,7 +134,6 @@ async def test_notebook_cells_get_their_own_diagnostics(client: LanguageClient, 
 
 
 def test_server_without_pygls_says_how_to_install_it() -> None:
-    import subprocess
 
     code = "import sys; sys.modules['pygls'] = None; from zerograd.cli import main; raise SystemExit(main(['server']))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
@@ -166,7 +170,6 @@ def test_the_server_survives_a_misbehaving_client(tmp_path: Path) -> None:
     the next document, and exits on `exit` even without `shutdown`."""
     import json
     import select
-    import subprocess
     import time
 
     def frame(body: bytes) -> bytes:
@@ -213,11 +216,7 @@ async def test_a_notebook_with_bad_cells(client: LanguageClient, tmp_path: Path)
     texts = ["def f(:\n    pass\n", "%%bash\necho $((1 +\n", "", "x = '\x00\ud800'\n",
              "import torch\nfor b in loader:\n    model(b).sum().backward()\n    opt.step()\n"]
     cells = [f"{notebook}#cell{n}" for n in range(len(texts))]
-    client.notebook_document_did_open(types.DidOpenNotebookDocumentParams(
-        notebook_document=types.NotebookDocument(uri=notebook, notebook_type="jupyter-notebook", version=1, cells=[
-            types.NotebookCell(kind=types.NotebookCellKind.Code, document=cell) for cell in cells]),
-        cell_text_documents=[types.TextDocumentItem(uri=cell, language_id="python", version=1, text=text)
-                             for cell, text in zip(cells, texts)]))
+    open_notebook(client, notebook, cells, texts)
     # The text is encoded before it is parsed: the lone surrogate is what cannot be read first.
     (bytes_,) = await diagnostics_for(client, cells[3])
     assert bytes_.code == "ZG900" and (bytes_.range.start.line, bytes_.range.start.character) == (0, 6)
@@ -242,8 +241,6 @@ def test_a_thousand_rapid_changes_to_a_large_document(tmp_path: Path) -> None:
     """issue 32: 1,000 changes to a 2,000-line training file as fast as a client can send them:
     the server debounces them into a few lints, publishes the last version's findings, and its
     memory after is about its memory before (measured: see docs/bad-input.md)."""
-    import json
-    import subprocess
 
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
     from bench import training_script
@@ -280,7 +277,7 @@ def test_a_thousand_rapid_changes_to_a_large_document(tmp_path: Path) -> None:
 class _Raw:
     """A client that writes JSON-RPC frames to the server's stdin as fast as it can."""
 
-    def __init__(self, process: "subprocess.Popen[bytes]") -> None:
+    def __init__(self, process: subprocess.Popen[bytes]) -> None:
         self.process = process
         self.buffer = b""
         self.published = 0

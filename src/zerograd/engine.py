@@ -22,6 +22,7 @@ from .analysis.verdicts import Verdict
 from .knowledge.frameworks import ALONE, HOOKS, Outside, named
 
 CHUNK_LINES = 2000
+SHARE_CHUNKS = 5  # a file cut into this many chunks or more shares its whitespace nodes (compact.py)
 
 if TYPE_CHECKING:
     from .analysis.model import Program
@@ -119,6 +120,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     `tree`."""
     import libcst
 
+    from .front.compact import share_whitespace
     from .front.program import build_module
     from .front.relevance import Scan, scan_text
     from .front.relevance import elide as cut
@@ -132,9 +134,13 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
         # as much as the LibCST trees, so they go before those are built.
         tree = scan = None
         chunks = []
+        long_file = len(pieces) >= SHARE_CHUNKS
         while pieces:
             text, offset, starts = pieces.pop(0)
-            chunks.append(Chunk(libcst.parse_module(text), offset, starts))
+            module = libcst.parse_module(text)
+            if long_file:
+                share_whitespace(module)
+            chunks.append(Chunk(module, offset, starts))
     except libcst.ParserSyntaxError as error:
         return Report([_syntax_error(source, error.message, error.raw_line, error.raw_column)])
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
@@ -237,14 +243,19 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
                 first_step[key] = site
             reported.setdefault((code, site), (label, kind, line, verdict.other, verdict.loss, hook))
     # A clear right before the step also wipes accumulated micro-batches; ZG002 says it better.
+    texts: dict[str, str] = {}  # one string per distinct message (a generated file repeats one)
     findings = [
-        (site, Finding(code, message(code, label, kind, line, other, loss, hook), sites.locate(site)))
+        (site, Finding(code, _once(texts, message(code, label, kind, line, other, loss, hook)), sites.locate(site)))
         for (code, site), (label, kind, line, other, loss, hook) in reported.items()
         if not (code == "ZG003" and ("ZG002", site) in reported)
         # A step that is never cleared says first what to fix; ZG006 may follow once it is.
         and not (code == "ZG006" and any((leak, site) in reported for leak in ("ZG001", "ZG004", "ZG005")))
     ]
     return sorted(findings, key=lambda f: (f[1].line, f[1].col, f[1].code))
+
+
+def _once(texts: dict[str, str], text: str) -> str:
+    return texts.setdefault(text, text)
 
 
 def _as_written(code: str) -> str:

@@ -409,10 +409,10 @@ def describe(source: str, findings: list[Finding], settings: Settings = Settings
 
     if not any(f.code in FIXABLE for f in findings):
         return findings
-    planner = Planner(source)
-    edits = _plans(planner, ((i, f) for i, f in enumerate(findings) if f.code in FIXABLE))
+    edits = _plans(Planner(source), ((i, f) for i, f in enumerate(findings) if f.code in FIXABLE))
     if len(edits) > 1 and _together(source, findings, edits, settings) is not None:
         return [replace(f, fix=edits[i].description) if i in edits else f for i, f in enumerate(findings)]
+    planner = Planner(source)  # not kept through the re-lint above: it holds the text's lines
     marked = []
     for i, finding in enumerate(findings):
         edit = edits.get(i)
