@@ -128,7 +128,7 @@ def test_directory_walk_skips_virtualenvs_and_build(tmp_path: Path) -> None:
     [
         (b"def f(:\n    loss.backward()\n", "bad.py:1:7: ZG900 cannot parse: invalid syntax"),
         (b"x = '\xff'\nloss.backward()\n", "bad.py:1:1: ZG900 cannot parse: undecodable bytes"),
-        (b"loss.backward()\x00\n", "bad.py:1:1: ZG900 cannot parse: source code string cannot contain null bytes"),
+        (b"loss.backward()\x00\n", "bad.py:1:16: ZG900 cannot parse: source code string cannot contain null bytes"),
     ],
 )
 def test_unparseable_input_is_zg900_not_a_traceback(tmp_path: Path, content: bytes, expected: str) -> None:
