@@ -82,7 +82,7 @@ def scan_text(source: str) -> Scan:
                 for start, end in zip(cuts, cuts[1:] + [len(lines)]):
                     scan.add(ast.parse("".join(lines[start:end])), start)
                 return scan
-            except SyntaxError:
+            except (SyntaxError, ValueError):
                 scan = Scan()  # a cut inside a string or a bracket: the whole text decides
         scan.add(ast.parse(source))
     return scan
@@ -130,6 +130,7 @@ class Scan:
         self.counts: list[tuple[int, str]] = []  # (function, `self.x` it assigns)
         self.starts: list[int] = []  # the first line of each top-level statement, decorators included
         self.bases: dict[str, list[tuple[Optional[tuple[str, ...]], bool]]] = {}  # module-level class -> its bases
+        self.offset = 0  # lines before the piece being scanned
         if tree is not None:
             self.add(tree)
 
