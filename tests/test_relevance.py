@@ -93,10 +93,9 @@ def test_the_module_above_reports_the_same() -> None:
 
 
 def _long_module() -> str:
-    """Fixtures end to end, with what may sit where a piece would be cut: a definition at column
-    0 inside a string, one after a line continued with a backslash, decorators."""
-    traps = ('DOC = """\ndef inside_a_string(optimizer):\n    optimizer.step()\n"""\n\n\n'
-             "TOTAL = 1 + \\\n    2\ndef after_a_continuation(model):\n    model(1).backward()\n\n\n"
+    """Fixtures end to end, with what may sit where a piece would be cut: a definition after a
+    line continued with a backslash, decorators (a definition inside a string: the test below)."""
+    traps = ("TOTAL = 1 + \\\n    2\ndef after_a_continuation(model):\n    model(1).backward()\n\n\n"
              "@decorated\n@twice\ndef decorated_step(model, optimizer):\n    model(1).backward()\n    optimizer.step()\n\n\n")
     parts = [p.read_text() for p in FIXTURES if "projects" not in p.parts][:60]
     return "\n\n".join(part + "\n\n" + traps for part in parts)
@@ -112,13 +111,12 @@ def test_a_long_file_is_scanned_in_pieces_as_it_is_whole(monkeypatch: pytest.Mon
     text = _long_module()
     whole = relevance.Scan(ast.parse(text))
     monkeypatch.setattr(relevance, "PIECE_LINES", 40)
-    assert len(relevance._cuts(relevance._LINE.findall(text))) > 20  # it is cut, and often
+    assert len(relevance._cuts(relevance._LINE.findall(text), 40)) > 20
     pieces = scan_text(text)
-    for name in ("functions", "events", "facts", "callees", "parameters", "aliases", "classes", "members",
-                 "assigned", "wraps", "counts", "starts", "bases"):
-        assert getattr(pieces, name) == getattr(whole, name) or name == "functions" and sorted(
-            pieces.functions) == sorted(whole.functions), name
-    assert pieces.outline().relevant() == whole.outline().relevant()
+    assert pieces.pieces > 20 and pieces.same(whole)  # cut often, and no piece failed
+    # The outline numbers functions in the order they were met: compare the functions themselves.
+    assert ({pieces.functions[i] for i in pieces.outline().relevant()}
+            == {whole.functions[i] for i in whole.outline().relevant()})
     assert elide(text, pieces) == elide(text, whole)
 
 
@@ -128,8 +126,9 @@ def test_a_cut_inside_a_string_falls_back_to_the_whole_text(monkeypatch: pytest.
     monkeypatch.setattr(relevance, "PIECE_LINES", 5)
     inner = "".join(f"def f{i}(o):\n    o.step()\n\n" for i in range(12))
     text = "import torch\n" + 'TEXT = """\n' + inner + '"""\n' + inner.replace("def f", "def g") * 2
-    assert len(relevance._cuts(relevance._LINE.findall(text))) > 3
+    assert len(relevance._cuts(relevance._LINE.findall(text), 5)) > 3
     scan = scan_text(text)
+    assert scan.pieces == 1  # a piece did not parse: the whole text did
     assert [d.name for d in scan.functions if d.name.startswith("f")] == []  # the string is text
     assert len(scan.starts) == 2 + 24
 

@@ -12,6 +12,7 @@ from .analysis.model import Settings
 from .analysis.rules import FIXABLE
 from .engine import inspect_source, lint_source
 from .flake8_plugin import ZeroGradPlugin
+from .front.relevance import Scan, scan_text
 from .io.files import check_source
 from .io.fix import fix_source
 
@@ -79,11 +80,23 @@ def training_programs(draw: st.DrawFn) -> str:
     return PRELUDE + f"def train(self, model, loader, accum):\n    {header}\n{inner}"
 
 
+def _check_pieces(source: str) -> None:
+    """Parsed in pieces cut before every top-level definition, a text scans as it does whole."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            whole = Scan(ast.parse(source))
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return
+    assert scan_text(source, piece_lines=1).same(whole), "parsing in pieces changed the scan"
+
+
 def check_program(source: str) -> None:
     """The properties every input must have (raises AssertionError otherwise)."""
     first = lint_source(source)
     assert lint_source(source) == first, "not deterministic"
     assert inspect_source(source) == inspect_source(source, elide=False), "cutting bodies changed the report"
+    _check_pieces(source)
     assert not [f for f in first if f.code == "ZG901"]
     cli = sorted((f.line, f.col, f.code) for f in check_source(source, Settings()))
     with warnings.catch_warnings():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
+from collections import Counter
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -66,17 +67,18 @@ def elide(source: str, scan: Scan, linked: frozenset[str] = frozenset()) -> str:
     return "".join(lines) if changed else source
 
 
-def scan_text(source: str) -> Scan:
+def scan_text(source: str, piece_lines: Optional[int] = None) -> Scan:
     """The Scan of `source`, parsed by CPython's `ast`; raises what `ast.parse` raises. A long
     file is parsed in pieces cut before top-level definitions, each tree dropped once scanned:
     a whole tree weighs about 2.5 KB per line, more than all the rest of a run on a generated
     file of 200k lines. A cut is safe when every piece parses: a piece that parses ends outside
     any string or bracket, so the next one starts a statement, as in the whole text."""
     scan = Scan()
+    piece_lines = piece_lines or PIECE_LINES
     with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
         warnings.simplefilter("ignore")
-        lines = _LINE.findall(source) if len(source) > PIECE_LINES * 40 else []
-        cuts = _cuts(lines) if lines and not ODD_ENDS.search(source) else [0]
+        lines = _LINE.findall(source) if len(source) > piece_lines * 40 else []
+        cuts = _cuts(lines, piece_lines) if lines and not ODD_ENDS.search(source) else [0]
         if len(cuts) > 1:
             try:
                 for start, end in zip(cuts, cuts[1:] + [len(lines)]):
@@ -88,12 +90,12 @@ def scan_text(source: str) -> Scan:
     return scan
 
 
-def _cuts(lines: list[str]) -> list[int]:
-    """Where pieces of about PIECE_LINES lines may start: before a top-level `def`, `class` or
+def _cuts(lines: list[str], piece_lines: int) -> list[int]:
+    """Where pieces of about `piece_lines` lines may start: before a top-level `def`, `class` or
     first decorator, not after a line continued with a backslash."""
     cuts = [0]
-    for number in range(PIECE_LINES, len(lines)):
-        if number - cuts[-1] >= PIECE_LINES and _TOP.match(lines[number]):
+    for number in range(piece_lines, len(lines)):
+        if number - cuts[-1] >= piece_lines and _TOP.match(lines[number]):
             before = lines[number - 1]
             if not before.startswith("@") and not before.rstrip("\r\n").endswith("\\"):
                 cuts.append(number)
@@ -131,12 +133,27 @@ class Scan:
         self.starts: list[int] = []  # the first line of each top-level statement, decorators included
         self.bases: dict[str, list[tuple[Optional[tuple[str, ...]], bool]]] = {}  # module-level class -> its bases
         self.offset = 0  # lines before the piece being scanned
+        self.pieces = 0  # trees scanned
         if tree is not None:
             self.add(tree)
+
+    def same(self, other: Scan) -> bool:
+        """Whether two scans learnt the same (one of a whole tree, one of its pieces): the same,
+        function for function, whatever order they were met in."""
+        return self._canonical() == other._canonical()
+
+    def _canonical(self) -> tuple[Any, ...]:
+        named: list[Any] = [None, *self.functions]  # key -> the function (0: none)
+        by_function = [{named[k]: v for k, v in d.items()} for d in (self.callees, self.parameters)]
+        return (Counter(self.functions), self.starts, self.aliases, self.classes, self.wraps, self.bases,
+                {named[k] for k in self.events}, {named[k] for k in self.facts}, *by_function,
+                {c: (Counter(named[k] for k in m), b) for c, (m, b) in self.members.items()},
+                Counter((named[k], d) for k, d in self.assigned), Counter((named[k], n) for k, n in self.counts))
 
     def add(self, tree: ast.Module, offset: int = 0) -> None:
         """Scan the tree of the piece of the file after its first `offset` lines."""
         self.offset = offset
+        self.pieces += 1
         for statement in tree.body:
             self.starts.append(first_line(statement) + offset)
             if isinstance(statement, ast.ClassDef):
@@ -170,7 +187,9 @@ class Scan:
         if isinstance(node, ast.ClassDef):
             self.facts.add(owner)
             self.classes.add(node.name)
-            self.members[node.name] = ([], [b.id for b in node.bases if isinstance(b, ast.Name)])
+            # Two classes of one name (a redefinition) pool their members: a superset, whatever
+            # order the walk meets them in.
+            self.members.setdefault(node.name, ([], []))[1].extend(b.id for b in node.bases if isinstance(b, ast.Name))
             return 0
         if isinstance(node, ast.Call):
             self._call(node, owner)
