@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +46,9 @@ GENERATORS = {
 
 
 SEED = 20_000
+# The code a chunk ran (a state file gathers chunks from several sessions).
+COMMIT = subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "--short", "HEAD"],
+                        capture_output=True, text=True).stdout.strip() or "unknown"
 
 
 def run_chunk(name: str, examples: int, chunk: Optional[int], database: Optional[str]) -> dict[str, Any]:
@@ -73,7 +77,8 @@ def run_chunk(name: str, examples: int, chunk: Optional[int], database: Optional
         verdict = "ok"
     except Exception as error:  # noqa: BLE001 - report and go on with the next chunk
         verdict = f"FAILED: {type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
-    found = {"examples": count, "seconds": round(time.perf_counter() - started, 1), "verdict": verdict}
+    found = {"examples": count, "seconds": round(time.perf_counter() - started, 1), "verdict": verdict,
+             "commit": COMMIT}
     if failing:
         found["example"] = failing[0][:4000]
     return found
