@@ -67,7 +67,7 @@ def elide(source: str, scan: Scan, linked: frozenset[str] = frozenset()) -> str:
     return "".join(lines) if changed else source
 
 
-def scan_text(source: str, piece_lines: Optional[int] = None) -> Scan:
+def scan_text(source: str, piece_lines: Optional[int] = None, walk: bool = True) -> Scan:
     """The Scan of `source`, parsed by CPython's `ast`; raises what `ast.parse` raises. A long
     file is parsed in pieces cut before top-level definitions, each tree dropped once scanned:
     a whole tree weighs about 2.5 KB per line, more than all the rest of a run on a generated
@@ -82,11 +82,11 @@ def scan_text(source: str, piece_lines: Optional[int] = None) -> Scan:
         if len(cuts) > 1:
             try:
                 for start, end in zip(cuts, cuts[1:] + [len(lines)]):
-                    scan.add(ast.parse("".join(lines[start:end])), start)
+                    scan.add(ast.parse("".join(lines[start:end])), start, walk)
                 return scan
             except (SyntaxError, ValueError):
                 scan = Scan()  # a cut inside a string or a bracket: the whole text decides
-        scan.add(ast.parse(source))
+        scan.add(ast.parse(source), 0, walk)
     return scan
 
 
@@ -150,8 +150,9 @@ class Scan:
                 {c: (Counter(named[k] for k in m), b) for c, (m, b) in self.members.items()},
                 Counter((named[k], d) for k, d in self.assigned), Counter((named[k], n) for k, n in self.counts))
 
-    def add(self, tree: ast.Module, offset: int = 0) -> None:
-        """Scan the tree of the piece of the file after its first `offset` lines."""
+    def add(self, tree: ast.Module, offset: int = 0, walk: bool = True) -> None:
+        """Scan the tree of the piece of the file after its first `offset` lines (without
+        `walk`, only its top-level statements: where they start, what classes are based on)."""
         self.offset = offset
         self.pieces += 1
         for statement in tree.body:
@@ -159,7 +160,7 @@ class Scan:
             if isinstance(statement, ast.ClassDef):
                 self.bases.setdefault(statement.name, []).extend(
                     (_dotted(b), isinstance(b, ast.Name)) for b in statement.bases)
-        stack: list[tuple[ast.AST, int, Optional[str]]] = [(node, 0, None) for node in tree.body]
+        stack: list[tuple[ast.AST, int, Optional[str]]] = [(node, 0, None) for node in tree.body] if walk else []
         while stack:
             node, owner, cls = stack.pop()
             inner = self.visit(node, owner, cls)

@@ -398,7 +398,7 @@ def _top_lines(source: str) -> list[int]:
     if ODD_ENDS.search(source):
         return [1]
     try:
-        return sorted(set(scan_text(source).starts)) or [1]
+        return sorted(set(scan_text(source, walk=False).starts)) or [1]  # the statements' lines only
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return [1]
 
