@@ -121,6 +121,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     import libcst
 
     from .front.compact import share_whitespace
+    from .front.parse import parse_module
     from .front.program import build_module
     from .front.relevance import Scan, scan_text
     from .front.relevance import elide as cut
@@ -137,7 +138,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
         long_file = len(pieces) >= SHARE_CHUNKS
         while pieces:
             text, offset, starts = pieces.pop(0)
-            module = libcst.parse_module(text)
+            module = parse_module(text)
             if long_file:
                 share_whitespace(module)
             chunks.append(Chunk(module, offset, starts))

@@ -27,6 +27,7 @@ from ..analysis.rules import FIXABLE
 from ..engine import lint_source
 from ..front.conditions import classify
 from ..front.naming import receiver_key
+from ..front.parse import parse_module
 from ..front.walk import calls_in
 
 
@@ -131,7 +132,7 @@ class Planner:
         if number not in self._pieces:
             first = self.starts[number]
             end = self.starts[number + 1] - 1 if number + 1 < len(self.starts) else len(self.lines)
-            wrapper = MetadataWrapper(cst.parse_module("".join(self.lines[first - 1:end])), unsafe_skip_copy=True)
+            wrapper = MetadataWrapper(parse_module("".join(self.lines[first - 1:end])), unsafe_skip_copy=True)
             index = _Index(first - 1)
             wrapper.visit(index)
             if len(self._pieces) >= self.KEEP:
