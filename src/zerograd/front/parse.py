@@ -38,7 +38,7 @@ def _unvalidated() -> Iterator[None]:
     global _parsing
     with _LOCK:
         if not _parsing:
-            setattr(CSTNode, "__post_init__", _skip)
+            CSTNode.__post_init__ = _skip  # type: ignore[method-assign]
         _parsing += 1
     try:
         yield
@@ -46,4 +46,4 @@ def _unvalidated() -> Iterator[None]:
         with _LOCK:
             _parsing -= 1
             if not _parsing:
-                setattr(CSTNode, "__post_init__", _VALIDATE)
+                CSTNode.__post_init__ = _VALIDATE  # type: ignore[method-assign]
