@@ -99,3 +99,29 @@ def test_a_plan_from_cached_outlines_is_the_plan_from_parsing(tmp_path: Path) ->
     payload = payload.replace(b'"start":[0]', b'"start":[7]')  # checksum right, content wrong
     path.write_bytes(hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
     assert cache.outline(text) is None  # an index out of range: a miss, not a crash
+
+
+def test_scans_made_in_parallel_before_the_plan_change_nothing(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Run with jobs, a project's modules that may hold a finding are scanned in a pool before
+    the plan (files._prescan); the plan and the lone checks read those scans: the same findings."""
+    import zerograd.io.files as files
+
+    (tmp_path / "steps.py").write_text("def backprop(loss):\n    loss.backward()\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom steps import backprop\n\ndef run(model, loader):\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    for b in loader:\n"
+        "        backprop(model(b).sum())\n        opt.step()\n")
+    for index in range(files.PARALLEL_THRESHOLD):
+        (tmp_path / f"alone{index}.py").write_text(
+            "def fit(model, opt, loader):\n    for x in loader:\n        model(x).sum().backward()\n"
+            + ("        opt.step()\n" if index % 2 else "        opt.zero_grad()\n        opt.step()\n"))
+    (tmp_path / "broken.py").write_text("x.backward(\n")
+    made: list[int] = []
+    prescan = files._prescan
+    monkeypatch.setattr(files, "_prescan", lambda *args: made.append(len(found := prescan(*args))) or found)
+    serial = [(r.path, r.findings) for r in lint_paths([str(tmp_path)], jobs=1)]
+    assert made == [0]
+    parallel = [(r.path, r.findings) for r in lint_paths([str(tmp_path)], jobs=2)]
+    assert made[1] == files.PARALLEL_THRESHOLD + 1  # the modules that call a backward and parse (steps.py)
+    assert parallel == serial
+    assert sum(f.code == "ZG001" for _, found in serial for f in found) == files.PARALLEL_THRESHOLD // 2 + 1

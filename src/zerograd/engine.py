@@ -77,9 +77,10 @@ def lint_source(source: str, settings: Settings = Settings(), tree: Optional[ast
 
 
 def inspect_source(source: str, settings: Settings = Settings(), elide: bool = True,
-                   tree: Optional[ast.Module] = None) -> Report:
+                   tree: Optional[ast.Module] = None, scan: Optional[Scan] = None) -> Report:
     """Findings plus how many units were analysed (for the real-code benchmarks); `elide=False`
-    has LibCST parse every function body (relevance.py), to check that cutting changes nothing."""
+    has LibCST parse every function body (relevance.py), to check that cutting changes nothing;
+    `scan`: relevance.scan_text(source), when the caller has it already (the project plan)."""
     if not may_hold_findings(source):
         return Report([])
     # The trees are acyclic and freed by reference counting; the cyclic collector would only
@@ -87,14 +88,15 @@ def inspect_source(source: str, settings: Settings = Settings(), elide: bool = T
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return _inspect(source, settings, elide, tree)
+        return _inspect(source, settings, elide, tree, scan)
     finally:
         if enabled:
             gc.enable()
 
 
-def _inspect(source: str, settings: Settings, elide: bool, tree: Optional[ast.Module]) -> Report:
-    front = front_end(source, settings, elide, tree)
+def _inspect(source: str, settings: Settings, elide: bool, tree: Optional[ast.Module],
+             scan: Optional[Scan]) -> Report:
+    front = front_end(source, settings, elide, tree, scan=scan)
     if isinstance(front, Report):
         return front
     try:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Optional
 
 from ..analysis.model import Finding, Settings, Span
 from ..analysis.rules import FIXABLE, message
-from ..engine import PREFILTER, lint_source
+from ..engine import PREFILTER, inspect_source, may_hold_findings
 from ..project.cache import Cache, Group, content_hash
 from .config import Config
 from .ignore import NAMES as IGNORE_FILES
@@ -25,10 +25,12 @@ from .projects import contexts, fallback_for
 from .suppress import unsuppressed
 
 if TYPE_CHECKING:  # plan.py imports libcst: only runs that make a plan pay for it
+    from ..front.relevance import Scan
     from ..project.index import Index
     from ..project.plan import Project
 
 PARALLEL_THRESHOLD = 16  # below this many files a process pool costs more than it saves
+PRESCAN_MIN = 8  # below this many modules to scan before a plan, the parent scans them itself
 SUFFIXES = (".py", ".ipynb")
 
 
@@ -62,12 +64,12 @@ def _problem(reason: str, line: int = 1) -> Finding:
 
 
 def check_source(source: str, settings: Settings, describe: bool = True,
-                 found: Optional[list[Finding]] = None) -> list[Finding]:
+                 found: Optional[list[Finding]] = None, scan: Optional[Scan] = None) -> list[Finding]:
     """lint_source plus `# noqa` and fix descriptions, never raising: an internal error is ZG901.
     Describing a fix re-parses the file with metadata: only for formats that print them.
     `found`: the findings of the module, already analysed with the project (project.py)."""
     try:
-        findings = lint_source(source, settings) if found is None else found
+        findings = inspect_source(source, settings, scan=scan).findings if found is None else found
         if describe and any(f.code in FIXABLE for f in findings):
             from .fix import describe as describe_fixes
 
@@ -78,14 +80,16 @@ def check_source(source: str, settings: Settings, describe: bool = True,
     return unsuppressed(findings, source.splitlines()) if findings else []
 
 
-def check_bytes(path: str, data: bytes, settings: Settings, describe: bool = True) -> FileResult:
+def check_bytes(path: str, data: bytes, settings: Settings, describe: bool = True,
+                scan: Optional[Scan] = None) -> FileResult:
+    """`scan`: the relevance scan of the decoded text, when the plan made one."""
     if path.endswith(".ipynb"):
         return _check_notebook(path, data, settings, describe)
     try:
         source = decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError) as error:
         return FileResult(path, [_problem(f"undecodable bytes ({error})".splitlines()[0])])
-    return FileResult(path, check_source(source, settings, describe))
+    return FileResult(path, check_source(source, settings, describe, scan=scan))
 
 
 def _check_notebook(path: str, data: bytes, settings: Settings, describe: bool) -> FileResult:
@@ -142,14 +146,17 @@ def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings
             if content is not None:
                 data[path] = content
     stored = _Stored(cache, {p: content_hash(c) for p, c in data.items()} if cache else {}, settings, describe)
-    planned = [_plan({p: data[p] for p in files + context if p in data}, stored, set(files))
+    pooled = jobs if len(reported) >= PARALLEL_THRESHOLD else 1
+    planned = [_plan({p: data[p] for p in files + context if p in data}, stored, set(files), pooled)
                for files, context in given.values()]
     projects = {a: project for project, _, _ in planned if project is not None for a in project.units}
+    scans = {p: s for project, _, _ in planned if project is not None for p, s in project.alone.items()}
     work = [group for _, todo, _ in planned for group in todo]
     cached = [result for _, _, hits in planned for result in hits]
     gc.freeze()  # the plan's trees are acyclic: collections walking them would only cost time
     try:
-        rest = _check_rest(data, reported, stored, projects, work, {r.path for r in cached}, jobs)
+        rest = _check_rest(data, reported, stored, _Shared(data, projects, scans, stored.settings, stored.describe),
+                           work, {r.path for r in cached}, jobs)
     finally:
         gc.unfreeze()
     wanted = set(reported)
@@ -163,10 +170,9 @@ def _read(path: str, overrides: Optional[dict[str, bytes]]) -> tuple[Optional[by
     return read_file(path)
 
 
-def _check_rest(data: dict[str, bytes], reported: list[str], stored: _Stored, projects: dict[str, Project],
+def _check_rest(data: dict[str, bytes], reported: list[str], stored: _Stored, shared: _Shared,
                 work: list[list[str]], taken: set[str], jobs: int) -> list[FileResult]:
     done: list[FileResult] = []
-    settings, describe = stored.settings, stored.describe
     taken |= {p for group in work for p in group}
     for path in (p for p in reported if p not in taken):
         hit = stored.get(path, ())
@@ -175,9 +181,8 @@ def _check_rest(data: dict[str, bytes], reported: list[str], stored: _Stored, pr
         elif PREFILTER.encode() in data[path] and jobs > 1:  # sources are ASCII-compatible (PEP 263)
             work.append([path])
         else:
-            done.append(stored.put(check_bytes(path, data[path], settings, describe), ()))
+            done += [stored.put(result, ()) for result in shared.check([path])]
     work.sort(key=lambda paths: -sum(len(data[p]) for p in paths))
-    shared = _Shared(data, projects, settings, describe)
     pooled = jobs > 1 and len(work) > 1 and len(reported) >= PARALLEL_THRESHOLD
     for paths, results in _run(work, shared, min(jobs, len(work)) if pooled else 1):
         done += [stored.put(result, stored.group(paths)) for result in results]
@@ -190,6 +195,7 @@ class _Shared:
 
     data: dict[str, bytes]
     projects: dict[str, Project]  # each grouped module's (absolute path)
+    scans: dict[str, Scan]  # the plan's relevance scans of modules checked alone (path as given)
     settings: Settings
     describe: bool
 
@@ -205,7 +211,7 @@ class _Shared:
                                                    self.describe, found[p])) for p in paths]
             except Exception:  # noqa: BLE001 - a bug in linking must not lose the modules' own findings
                 pass
-        return [check_bytes(p, self.data[p], self.settings, self.describe) for p in paths]
+        return [check_bytes(p, self.data[p], self.settings, self.describe, self.scans.get(p)) for p in paths]
 
 
 _SHARED: Optional[_Shared] = None  # set in the parent before its workers are forked
@@ -231,7 +237,7 @@ def _run(work: list[list[str]], shared: _Shared, workers: int) -> Iterator[tuple
     import multiprocessing  # only a run with work for a pool pays for the import
     from concurrent.futures import ProcessPoolExecutor
 
-    if "fork" in multiprocessing.get_all_start_methods() and sys.platform != "darwin":
+    if _forks():
         _SHARED = shared
         try:
             with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
@@ -246,6 +252,46 @@ def _run(work: list[list[str]], shared: _Shared, workers: int) -> Iterator[tuple
         return
     with ProcessPoolExecutor(min(workers, len(singles))) as pool:
         yield from ((paths, [r]) for paths, r in zip(singles, pool.map(_check_bytes_args, args, chunksize=1)))
+
+
+_TEXTS: dict[str, str] = {}  # set in the parent before its prescan workers are forked
+
+
+def _prescan(texts: dict[str, str], cache: Optional[Cache], jobs: int) -> dict[str, Scan]:
+    """The relevance scans of the modules that may hold a finding, made in `jobs` forked
+    processes: the plan reads them (it scans the library modules they call itself), and so does
+    a module's check alone. Made one after another in the parent before any worker started,
+    scans were a quarter of a cold run on DENSE; the modules checked alone were scanned twice."""
+    wanted = sorted((p for p, text in texts.items() if may_hold_findings(text)
+                     and not (cache and cache.outline(text))), key=lambda p: -len(texts[p]))
+    if jobs < 2 or len(wanted) < PRESCAN_MIN or not _forks():
+        return {}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    global _TEXTS
+    _TEXTS = texts
+    try:
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            return {p: s for p, s in zip(wanted, pool.map(_scan_of, wanted, chunksize=2)) if s is not None}
+    finally:
+        _TEXTS = {}
+
+
+def _scan_of(path: str) -> Optional[Scan]:
+    from ..front.relevance import scan_text
+
+    try:
+        return scan_text(_TEXTS[path])
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None  # the plan meets the error again, and the check reports it
+
+
+def _forks() -> bool:
+    """Whether workers can be forked safely (not on macOS, nor where fork is missing)."""
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods() and sys.platform != "darwin"
 
 
 @dataclass
@@ -275,8 +321,8 @@ class _Stored:
         return result
 
 
-def _plan(data: dict[str, bytes], stored: _Stored,
-          reported: set[str]) -> tuple[Optional[Project], list[list[str]], list[FileResult]]:
+def _plan(data: dict[str, bytes], stored: _Stored, reported: set[str],
+          jobs: int) -> tuple[Optional[Project], list[list[str]], list[FileResult]]:
     """One project's plan: the project, the groups of linked modules holding a reported file
     still to check, and the findings the cache already holds of those that hold one; an
     unchanged tree takes its plan from the cache too."""
@@ -303,7 +349,7 @@ def _plan(data: dict[str, bytes], stored: _Stored,
         except (SyntaxError, UnicodeDecodeError, LookupError):
             continue  # check_bytes reports it
     try:
-        project = Project(texts, stored.cache)
+        project = Project(texts, stored.cache, _prescan(texts, stored.cache, jobs))
         groups = project.plan()
     except (RecursionError, MemoryError, ValueError):
         return None, [], []  # deeply nested text: every module is checked alone, as before

@@ -54,11 +54,15 @@ class Unit:
 
 
 class Project:
-    def __init__(self, texts: dict[str, str], cache: Optional[Cache] = None) -> None:
+    def __init__(self, texts: dict[str, str], cache: Optional[Cache] = None,
+                 scans: Optional[dict[str, Scan]] = None) -> None:
         self.cache = cache  # outlines by content: a re-plan parses only the modules that changed
         self.index = Index(texts)
         self.units = {a: Unit(a, texts[p], imports_of(texts[p])) for a, p in self.index.paths.items()}
         self.holding: frozenset[str] = frozenset()  # the modules that may hold a finding
+        # Scans made beforehand, in parallel (files.prescan), by path as given.
+        self.scans = {a: scans[p] for a, p in self.index.paths.items() if p in scans} if scans else {}
+        self.alone: dict[str, Scan] = {}  # after the plan: the scans of modules in no group that may hold a finding
 
     def plan(self) -> list[list[str]]:
         """Groups of modules to build together (paths as given); every other module stands alone."""
@@ -93,7 +97,11 @@ class Project:
         grouped = {a for group in groups for a in group}
         for unit in self.units.values():
             if unit.path not in grouped:
-                unit.scan = None  # only the groups' builds reuse their scans
+                scan = unit.scan or self.scans.get(unit.path)
+                if scan is not None and unit.path in self.holding:
+                    self.alone[self.index.paths[unit.path]] = scan  # its check alone reads it
+                unit.scan = None  # the groups' builds reuse their own
+        self.scans = {}
         return [[self.index.paths[a] for a in group] for group in groups]
 
     def relevant(self, unit: Unit) -> set[str]:
@@ -103,7 +111,7 @@ class Project:
             unit.outline = self.cache.outline(unit.text) if self.cache is not None else None
             if unit.outline is None:
                 try:
-                    unit.scan = scan_text(unit.text)
+                    unit.scan = self.scans.pop(unit.path, None) or scan_text(unit.text)
                     unit.outline = unit.scan.outline()
                 except (SyntaxError, ValueError, RecursionError, MemoryError):
                     pass
