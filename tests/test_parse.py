@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import libcst as cst
 import pytest
 
-from zerograd.front.parse import parse_module
+from zerograd.engine import inspect_source
+from zerograd.front.parse import Trees, keep_trees, parse_module
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = sorted((ROOT / "fixtures").rglob("*.py")) + sorted((ROOT / "src").rglob("*.py"))
@@ -39,3 +41,37 @@ def test_overlapping_parses_in_threads_leave_validation_on() -> None:
         thread.join()
     with pytest.raises(cst.CSTValidationError):
         cst.Name("x", lpar=[cst.LeftParen()])
+
+
+@pytest.fixture
+def kept() -> Iterator[None]:
+    keep_trees(100_000)
+    yield
+    keep_trees(0)
+
+
+FIXTURES = sorted(p for p in (ROOT / "fixtures").rglob("*.py") if "projects" not in p.parts)
+
+
+def test_kept_trees_find_what_fresh_ones_do_wherever_the_text_moves(kept: None) -> None:
+    """The language server keeps each statement's tree (Trees): the findings and positions of
+    every fixture are those of a fresh parse, at a first lint, at a second one reading only kept
+    trees, and with lines added above every statement (kept trees at new lines)."""
+    for path in FIXTURES:
+        text = path.read_text(encoding="utf-8")
+        keep_trees(0)
+        fresh = inspect_source(text)
+        moved = inspect_source("# one\n\n" + text.replace("\ndef ", "\n\ndef "))
+        keep_trees(100_000)
+        assert inspect_source(text) == fresh, path.name
+        assert inspect_source(text) == fresh, path.name
+        assert inspect_source("# one\n\n" + text.replace("\ndef ", "\n\ndef ")) == moved, path.name
+
+
+def test_kept_trees_hold_at_most_their_lines() -> None:
+    trees = Trees(10)
+    first, _ = trees.parse("x = 1\n" * 6)
+    assert trees.parse("x = 1\n" * 6)[0] is first  # the same text: the same tree
+    trees.parse("y = 2\n" * 6)  # 12 lines: the least recently parsed goes
+    assert trees.parse("x = 1\n" * 6)[0] is not first
+    assert trees._held <= 10 or len(trees._known) == 1

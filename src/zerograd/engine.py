@@ -123,7 +123,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     import libcst
 
     from .front.compact import share_whitespace
-    from .front.parse import parse_module
+    from .front.parse import kept_trees, parse_module
     from .front.program import build_module
     from .front.relevance import Scan, scan_text
     from .front.relevance import elide as cut
@@ -132,14 +132,19 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     try:
         if scan is None:  # CPython's parser: fast, and rejects pathological input early
             scan = Scan(tree) if tree is not None else scan_text(source)
-        pieces = chunk_source(cut(source, scan, linked) if elide else source, scan.starts)
+        trees = kept_trees()  # each statement alone, to find it again after an edit elsewhere
+        pieces = chunk_source(cut(source, scan, linked) if elide else source, scan.starts, 1 if trees else CHUNK_LINES)
         # The scan and the cut text are not needed past this point: on a long file they weigh
         # as much as the LibCST trees, so they go before those are built.
         tree = scan = None
         chunks = []
-        long_file = len(pieces) >= SHARE_CHUNKS
+        long_file = len(pieces) >= SHARE_CHUNKS and trees is None  # a kept tree is shared as it is
         while pieces:
             text, offset, starts = pieces.pop(0)
+            if trees is not None:
+                module, known = trees.parse(text)
+                chunks.append(Chunk(module, offset, starts, known))
+                continue
             module = parse_module(text)
             if long_file:
                 share_whitespace(module)
@@ -154,16 +159,16 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
         return Report([], capped=1)
 
 
-def chunk_source(source: str, firsts: list[int]) -> list[tuple[str, int, tuple[int, ...]]]:
+def chunk_source(source: str, firsts: list[int], size: int = CHUNK_LINES) -> list[tuple[str, int, tuple[int, ...]]]:
     """Cut a module between top-level statements (`firsts`: the first line of each) into pieces
-    of about CHUNK_LINES lines: each with the number of lines before it and the first line of
+    of about `size` lines: each with the number of lines before it and the first line of
     each of its top-level statements. LibCST's parser slows down on long inputs (a 100k-line
     file costs far more than 100 files of 1k lines), so pieces keep the time per line flat."""
     lines = source.splitlines(keepends=True)
     starts = sorted(set(firsts))
     cuts = [0]
     for first in starts:
-        if first - 1 - cuts[-1] >= CHUNK_LINES:
+        if first - 1 - cuts[-1] >= size:
             cuts.append(first - 1)
     cuts.append(len(lines))
     return [

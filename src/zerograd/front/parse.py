@@ -7,6 +7,9 @@ parser made from source text is well formed by construction (LibCST's own commen
 parses, `__post_init__` does nothing. The switch is process-wide for the length of a parse; a
 node another thread builds by hand meanwhile (the language server's code actions) goes
 unchecked, which only defers the error to the re-parse every fix goes through (io/fix.py).
+
+A process that lints the same files again and again (the language server) remembers the trees
+(Trees): after an edit, only the top-level statements it changed are parsed again.
 """
 
 from __future__ import annotations
@@ -14,13 +17,58 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Optional
 
 import libcst as cst
 from libcst._nodes.base import CSTNode
 
+from .sites import Located
+
 _VALIDATE = CSTNode.__post_init__
 _LOCK = threading.Lock()
 _parsing = 0  # parses under way (threads of the language server may overlap)
+
+
+class Trees:
+    """The trees of the last texts parsed, by text, each with the positions located in it since
+    (sites.Chunk.known). A tree is immutable, so it serves wherever its text appears again, at
+    any line; the engine parses each top-level statement on its own while trees are kept."""
+
+    def __init__(self, lines: int) -> None:
+        self.lines = lines  # lines of text kept (a tree weighs ~1.5 KB per line), the least recently parsed dropped first
+        self._known: dict[str, tuple[cst.Module, dict[int, Located]]] = {}
+        self._held = 0
+        self._lock = threading.Lock()  # the server lints in worker threads
+
+    def parse(self, text: str) -> tuple[cst.Module, dict[int, Located]]:
+        with self._lock:
+            found = self._known.pop(text, None)
+            if found is not None:
+                self._held -= text.count("\n")
+        if found is None:
+            found = (parse_module(text), {})
+        with self._lock:
+            self._known[text] = found
+            self._held += text.count("\n")
+            while self._held > self.lines and len(self._known) > 1:
+                oldest = next(iter(self._known))
+                self._held -= oldest.count("\n")
+                del self._known[oldest]
+        return found
+
+
+_KEPT: Optional[Trees] = None
+
+
+def keep_trees(lines: int) -> None:
+    """Remember the trees of the top-level statements parsed last, up to `lines` lines of them
+    (0: none, the default)."""
+    global _KEPT
+    _KEPT = Trees(lines) if lines else None
+
+
+def kept_trees() -> Optional[Trees]:
+    return _KEPT
 
 
 def _skip(self: CSTNode) -> None:

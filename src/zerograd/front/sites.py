@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
+from typing import Optional
 
 import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
@@ -20,11 +21,17 @@ from ..analysis.model import Span
 KEEP_STATEMENTS = 64  # top-level statements whose sites' positions are kept
 
 
+Located = tuple[dict[cst.CSTNode, CodeRange], int]  # positions of sites in a statement, and its first line there
+
+
 @dataclass(frozen=True)
 class Chunk:
     module: cst.Module
     offset: int = 0  # lines of the file before it
     starts: tuple[int, ...] = ()  # first line (in the file) of each top-level statement, decorators included
+    # Positions met before in this very tree, by statement (engine.Trees: a tree that outlives
+    # one lint keeps them, and its nodes are the same sites at the next).
+    known: Optional[dict[int, Located]] = None
 
 
 @dataclass
@@ -60,22 +67,40 @@ class Sites:
         chunk = self.chunks[chunk_index]
         key = (chunk_index, top if chunk.starts else -1)
         if key not in self._positions or node not in self._positions[key][0]:
-            positions, shift = _positions_of(chunk, top)
             # Only the sites' positions are kept, of the last statements located (findings come
             # scope by scope): those of every node of every statement took 2 KB per line of a
             # file where every function holds a finding.
             if len(self._positions) >= KEEP_STATEMENTS:
                 del self._positions[next(iter(self._positions))]
-            self._positions[key] = ({n: r for n, r in positions.items() if id(n) in self._ids}, shift)
+            mine, first = self._located(chunk, key[1], node)
+            self._positions[key] = (mine, _shift(chunk, top, first))
         positions, shift = self._positions[key]
         where = positions[node]
         return Span(where.start.line + shift, where.start.column, where.end.line + shift, where.end.column)
 
+    def _located(self, chunk: Chunk, top: int, node: cst.CSTNode) -> Located:
+        """The positions of the sites of statement `top`, and its first line (_positions_of)."""
+        known = chunk.known.get(top) if chunk.known is not None else None
+        if known is not None and node in known[0]:
+            return known
+        positions, first = _positions_of(chunk, top)
+        found = {n: r for n, r in positions.items() if id(n) in self._ids}, first
+        if chunk.known is not None:
+            chunk.known[top] = found
+        return found
 
-def _positions_of(chunk: Chunk, top: int) -> tuple[dict[cst.CSTNode, CodeRange], int]:
+
+def _shift(chunk: Chunk, top: int, first: int) -> int:
+    """What turns a line counted from `first` in the tree located into a line of the file."""
+    return chunk.offset if first == 0 else chunk.starts[top] - first
+
+
+def _positions_of(chunk: Chunk, top: int) -> Located:
+    """The positions of the nodes of statement `top` (of the whole chunk when its statements
+    are not known), and the line its first node starts on there (0: the chunk's own lines)."""
     if not chunk.starts or len(chunk.starts) != len(chunk.module.body):
         wrapper = MetadataWrapper(chunk.module, unsafe_skip_copy=True)
-        return dict(wrapper.resolve(PositionProvider)), chunk.offset
+        return dict(wrapper.resolve(PositionProvider)), 0
     statement = chunk.module.body[top]
     alone = chunk.module.with_changes(body=[statement], header=[], footer=[])
     positions = dict(MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider))
@@ -84,4 +109,4 @@ def _positions_of(chunk: Chunk, top: int) -> tuple[dict[cst.CSTNode, CodeRange],
     # decorator too, or every position inside would be early by the decorators' height.
     decorated = isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.decorators
     first = statement.decorators[0] if decorated else statement  # type: ignore[union-attr]
-    return positions, chunk.starts[top] - positions[first].start.line
+    return positions, positions[first].start.line
