@@ -146,3 +146,24 @@ def test_findings_do_not_depend_on_pieces(monkeypatch: pytest.MonkeyPatch) -> No
     broken = text + "\n\ndef late(:\n    pass\n"
     (error,) = inspect_source(broken).findings
     assert (error.code, error.line) == ("ZG900", broken.count("\n") - 1)
+
+
+TRAIN = "\ndef train(model, opt, loader):\n    for x in loader:\n        model(x).sum().backward()\n        opt.step()\n"
+
+
+def test_a_body_kept_for_its_facts_keeps_only_the_statements_that_hold_them() -> None:
+    source = "def forward(x):\n    y = x * 2\n    import torch\n    z = y + 1\n    return z\n" + TRAIN
+    cut = elide(source, scan_text(source))
+    assert cut.splitlines()[:5] == ["def forward(x):", "", "    import torch", "", ""]
+    assert cut.count("\n") == source.count("\n") and cut.endswith(TRAIN)
+    assert inspect_source(source) == inspect_source(source, elide=False)
+
+
+@pytest.mark.parametrize("body", [
+    "    y = x * 2; import torch\n    z = y + 1\n    return z\n",  # statements sharing a line
+    "    a = 1\n    b = 2\n    def step():\n        opt.step()\n    return step\n",  # encloses a relevant function
+    "    a = 1\n    b = 2\n    class Inner:\n        def go(self):\n            opt.step()\n    return Inner\n",
+])
+def test_a_body_kept_for_its_facts_stays_whole_where_its_statements_cannot_be_told_apart(body: str) -> None:
+    source = "def forward(x, opt):\n" + body + TRAIN
+    assert elide(source, scan_text(source)).startswith("def forward(x, opt):\n" + body)

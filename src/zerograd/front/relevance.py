@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import re
 import warnings
+from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
@@ -48,6 +49,7 @@ MIN_LINES = 3  # a shorter body is not worth cutting
 # A file this long is parsed in pieces of about this many lines (scan_text).
 PIECE_LINES = 2000
 _TOP = re.compile(r"(?:async[ \t]+def|def|class)[ \t]|@")
+Lines = tuple[int, int]  # the first and last line of a statement (decorators included)
 
 
 def elide(source: str, scan: Scan, linked: frozenset[str] = frozenset()) -> str:
@@ -56,14 +58,16 @@ def elide(source: str, scan: Scan, linked: frozenset[str] = frozenset()) -> str:
     perform an event."""
     if ODD_ENDS.search(source):
         return source
-    needed = scan.needed(linked)
+    needed, trimmed = scan.parts(linked)
     cut = [d for key, d in enumerate(scan.functions, start=1) if key not in needed]
-    if not cut:
+    if not cut and not trimmed:
         return source
     lines = _LINE.findall(source)
     changed = False
     for definition in cut:
         changed |= _cut(lines, definition)
+    for key, kept in trimmed.items():  # after the cuts: a cut body may lie in what a trim blanks
+        changed |= _trim(lines, scan.functions[key - 1], kept)
     return "".join(lines) if changed else source
 
 
@@ -128,6 +132,11 @@ class Scan:
         self.classes: set[str] = set()
         self.members: dict[str, tuple[list[int], list[str]]] = {}  # class -> (methods, bases)
         self.assigned: list[tuple[int, Optional[tuple[str, ...]]]] = []  # (function, dotted callee of an assigned call)
+        self.assigned_in: list[Optional[Lines]] = []  # the statement of its body each of those is in
+        # Where each function's facts are: the statements of its body that hold them; `loose`:
+        # functions with a fact outside them (a decorator) or statements sharing a line.
+        self.held: dict[int, list[Lines]] = {}
+        self.loose: set[int] = set()
         self.wraps: set[str] = set()  # `self.n = (self.n + 1) % k`: a wrapping counter (counters.py)
         self.counts: list[tuple[int, str]] = []  # (function, `self.x` it assigns)
         self.starts: list[int] = []  # the first line of each top-level statement, decorators included
@@ -160,18 +169,24 @@ class Scan:
             if isinstance(statement, ast.ClassDef):
                 self.bases.setdefault(statement.name, []).extend(
                     (_dotted(b), isinstance(b, ast.Name)) for b in statement.bases)
-        stack: list[tuple[ast.AST, int, Optional[str]]] = [(node, 0, None) for node in tree.body] if walk else []
+        stack: list[tuple[ast.AST, int, Optional[str], Optional[Lines]]] = (
+            [(node, 0, None, None) for node in tree.body] if walk else [])
         while stack:
-            node, owner, cls = stack.pop()
-            inner = self.visit(node, owner, cls)
+            node, owner, cls, top = stack.pop()
+            inner = self.visit(node, owner, cls, top)
             within = node.name if isinstance(node, ast.ClassDef) else None
-            stack.extend((child, inner, within) for child in ast.iter_child_nodes(node) if not isinstance(child, _LEAVES))
+            children = [child for child in ast.iter_child_nodes(node) if not isinstance(child, _LEAVES)]
+            if inner and inner != owner:  # a function: each statement of its body is where its facts are
+                tops = {id(s): (first_line(s) + offset, (s.end_lineno or 0) + offset) for s in node.body}  # type: ignore[attr-defined]
+                stack.extend((child, inner, within, tops.get(id(child))) for child in children)
+            else:
+                stack.extend((child, inner, within, top) for child in children)
 
-    def visit(self, node: ast.AST, owner: int, cls: Optional[str] = None) -> int:
+    def visit(self, node: ast.AST, owner: int, cls: Optional[str] = None, top: Optional[Lines] = None) -> int:
         """Record what `node` tells about the function `owner` (0: none), a statement of class
-        `cls`'s body; the owner of its children."""
+        `cls`'s body, within statement `top` of the owner's body; the owner of its children."""
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            self.facts.add(owner)  # a nested def is a fact of its enclosing function
+            self._fact(owner, top)  # a nested def is a fact of its enclosing function
             shift = self.offset
             self.functions.append(Def(node.name, node.lineno + shift, node.body[0].lineno + shift,
                                       (node.end_lineno or 0) + shift, node.body[0].col_offset))
@@ -183,19 +198,22 @@ class Scan:
             self.callees[key] = set()
             last = node.body[-1]
             if isinstance(last, ast.Return) and isinstance(last.value, (ast.Compare, ast.BoolOp, ast.UnaryOp)):
-                self.facts.add(key)  # a caller's analysis reads the test it returns (Builder._returned_test)
+                # A caller's analysis reads the test it returns (Builder._returned_test).
+                self._fact(key, (last.lineno + shift, (last.end_lineno or 0) + shift))
+            if any(first_line(b) <= (a.end_lineno or 0) for a, b in zip(node.body, node.body[1:])):
+                self.loose.add(key)  # `a; b`: its statements cannot be kept apart by line
             return key
         if isinstance(node, ast.ClassDef):
-            self.facts.add(owner)
+            self._fact(owner, top)
             self.classes.add(node.name)
             # Two classes of one name (a redefinition) pool their members: a superset, whatever
             # order the walk meets them in.
             self.members.setdefault(node.name, ([], []))[1].extend(b.id for b in node.bases if isinstance(b, ast.Name))
             return 0
         if isinstance(node, ast.Call):
-            self._call(node, owner)
+            self._call(node, owner, top)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            self.facts.add(owner)
+            self._fact(owner, top)
             self._import(node)
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -203,10 +221,18 @@ class Scan:
                 self.events.add(owner)
             if not isinstance(node, ast.AugAssign) and isinstance(node.value, ast.Call):
                 self.assigned.append((owner, _dotted(node.value.func)))
+                self.assigned_in.append(top)
             self._count(targets, node.value, owner)
         return owner
 
-    def _call(self, node: ast.Call, owner: int) -> None:
+    def _fact(self, owner: int, top: Optional[Lines]) -> None:
+        self.facts.add(owner)
+        if top is None:
+            self.loose.add(owner)
+        else:
+            self.held.setdefault(owner, []).append(top)
+
+    def _call(self, node: ast.Call, owner: int, top: Optional[Lines]) -> None:
         func = node.func
         callees = self.callees.get(owner)
         if isinstance(func, ast.Attribute):
@@ -221,7 +247,7 @@ class Scan:
             name = ""
         if REGISTER_CALL.match(name) or any(k.arg and (REGISTER_KEYWORD.match(k.arg) or k.arg in SETTINGS)
                                             for k in node.keywords):
-            self.facts.add(owner)
+            self._fact(owner, top)
         if callees is None:
             return
         callees.add(name)
@@ -281,12 +307,33 @@ class Scan:
 
     def needed(self, linked: frozenset[str] = frozenset()) -> set[int]:
         """Functions whose bodies matter: mark_relevant's closure, and those holding facts."""
+        return self.parts(linked)[0]
+
+    def parts(self, linked: frozenset[str] = frozenset()) -> tuple[set[int], dict[int, list[Lines]]]:
+        """The functions whose bodies matter, and of those read only for their facts (they
+        cannot perform an event), the statements of their bodies that hold the facts: a
+        function whose statements all stay, or that encloses one that matters, is kept whole."""
         relevant = self.relevant(linked)
-        kept = relevant | self.facts | self._constructors(relevant)
-        for owner, callee in self.assigned:
-            if owner not in kept and _records(_qualify(callee, self.aliases), self.classes):
+        whole = relevant | self._constructors(relevant)
+        kept = whole | self.facts
+        held = {k: list(v) for k, v in self.held.items() if k not in whole}
+        for (owner, callee), top in zip(self.assigned, self.assigned_in):
+            if owner not in whole and _records(_qualify(callee, self.aliases), self.classes):
                 kept.add(owner)
-        return kept
+                if top is None:
+                    whole.add(owner)
+                else:
+                    held.setdefault(owner, []).append(top)
+        whole |= self.loose & kept
+        # A function that encloses another kept one is its environment: kept whole.
+        inner = sorted(self.functions[k - 1].line for k in kept if 0 < k <= len(self.functions))
+        for key in list(held):
+            if 0 < key <= len(self.functions):
+                outer = self.functions[key - 1]
+                at = bisect_left(inner, outer.first)
+                if at < len(inner) and inner[at] <= outer.last:
+                    whole.add(key)
+        return kept, {k: v for k, v in held.items() if k not in whole and 0 < k <= len(self.functions)}
 
     def _lineage(self, name: str) -> list[tuple[list[int], list[str]]]:
         """The members of class `name` and of its bases defined in this module."""
@@ -425,6 +472,23 @@ def _cut(lines: list[str], definition: Def) -> bool:
     for index in range(first, last):
         lines[index] = _ending(lines[index]) or "\n"
     return True
+
+
+def _trim(lines: list[str], definition: Def, kept: list[Lines]) -> bool:
+    """Blank the lines of the body of `definition` outside the statements `kept`."""
+    first, last = definition.first, definition.last
+    if first <= definition.line or last > len(lines):
+        return False
+    text = lines[first - 1]
+    if len(text) - len(text.lstrip(" \t")) != definition.col:
+        return False  # the body does not start its line
+    keep = {line for a, b in kept for line in range(a, b + 1)}
+    changed = False
+    for number in range(first, last + 1):
+        if number not in keep and lines[number - 1].strip():
+            lines[number - 1] = _ending(lines[number - 1]) or "\n"
+            changed = True
+    return changed
 
 
 def _ending(line: str) -> str:
