@@ -28,9 +28,9 @@ def test_findings_do_not_depend_on_sharing(monkeypatch: pytest.MonkeyPatch) -> N
     """Every fixture, findings and positions, with each chunk's whitespace shared and not."""
     for path in FIXTURES:
         text = path.read_text(encoding="utf-8")
-        monkeypatch.setattr(engine, "SHARE_CHUNKS", 10**9)
+        monkeypatch.setattr(engine, "SHARE_LINES", 10**9)
         alone = engine.inspect_source(text)
-        monkeypatch.setattr(engine, "SHARE_CHUNKS", 1)
+        monkeypatch.setattr(engine, "SHARE_LINES", 1)
         assert engine.inspect_source(text) == alone, path.name
 
 

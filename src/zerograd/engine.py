@@ -21,8 +21,7 @@ from .analysis.summaries import CapReached
 from .analysis.verdicts import Verdict
 from .knowledge.frameworks import ALONE, HOOKS, Outside, named
 
-CHUNK_LINES = 2000
-SHARE_CHUNKS = 5  # a file cut into this many chunks or more shares its whitespace nodes (compact.py)
+SHARE_LINES = 10_000  # a file this long shares its whitespace nodes (compact.py)
 
 if TYPE_CHECKING:
     from .analysis.model import Program
@@ -122,7 +121,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     `tree`."""
     import libcst
 
-    from .front.compact import share_whitespace
+    from .front.compact import Shared, share_whitespace
     from .front.parse import kept_trees, parse_module
     from .front.program import build_module
     from .front.relevance import Scan, scan_text
@@ -132,22 +131,24 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     try:
         if scan is None:  # CPython's parser: fast, and rejects pathological input early
             scan = Scan(tree) if tree is not None else scan_text(source)
-        trees = kept_trees()  # each statement alone, to find it again after an edit elsewhere
-        pieces = chunk_source(cut(source, scan, linked) if elide else source, scan.starts, 1 if trees else CHUNK_LINES)
+        trees = kept_trees()
+        pieces = chunk_source(cut(source, scan, linked) if elide else source, scan.starts)
+        pieces.reverse()
         # The scan and the cut text are not needed past this point: on a long file they weigh
         # as much as the LibCST trees, so they go before those are built.
         tree = scan = None
         chunks = []
-        long_file = len(pieces) >= SHARE_CHUNKS and trees is None  # a kept tree is shared as it is
+        # A kept tree is shared as it is; one file's whitespace is shared across its statements.
+        shared: Optional[Shared] = {} if trees is None and source.count("\n") >= SHARE_LINES else None
         while pieces:
-            text, offset, starts = pieces.pop(0)
+            text, offset, starts = pieces.pop()
             if trees is not None:
                 module, known = trees.parse(text)
                 chunks.append(Chunk(module, offset, starts, known))
                 continue
             module = parse_module(text)
-            if long_file:
-                share_whitespace(module)
+            if shared is not None:
+                share_whitespace(module, shared)
             chunks.append(Chunk(module, offset, starts))
     except libcst.ParserSyntaxError as error:
         return Report([_syntax_error(source, error.message, error.raw_line, error.raw_column)])
@@ -159,22 +160,23 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
         return Report([], capped=1)
 
 
-def chunk_source(source: str, firsts: list[int], size: int = CHUNK_LINES) -> list[tuple[str, int, tuple[int, ...]]]:
-    """Cut a module between top-level statements (`firsts`: the first line of each) into pieces
-    of about `size` lines: each with the number of lines before it and the first line of
-    each of its top-level statements. LibCST's parser slows down on long inputs (a 100k-line
-    file costs far more than 100 files of 1k lines), so pieces keep the time per line flat."""
+def chunk_source(source: str, firsts: list[int]) -> list[tuple[str, int, tuple[int, ...]]]:
+    """Cut a module before each top-level statement (`firsts`: the first line of each): each
+    piece with the number of lines before it and the first line of its statement, without the
+    blank lines that end it (a cut body's). LibCST's parser slows down on long inputs (a
+    100k-line file costs far more than 100 files of 1k lines), blank lines cost it as much as
+    short statements, and a statement parsed on its own is found again after an edit elsewhere
+    (parse.Trees)."""
     lines = source.splitlines(keepends=True)
-    starts = sorted(set(firsts))
-    cuts = [0]
-    for first in starts:
-        if first - 1 - cuts[-1] >= size:
-            cuts.append(first - 1)
-    cuts.append(len(lines))
-    return [
-        ("".join(lines[a:b]), a, tuple(line for line in starts if a < line <= b))
-        for a, b in zip(cuts, cuts[1:]) if b > a
-    ]
+    starts = sorted(set(firsts)) or [0]  # no statement: one piece, of comments
+    cuts = [0, *(first - 1 for first in starts[1:]), len(lines)]
+    pieces: list[tuple[str, int, tuple[int, ...]]] = []
+    for a, b, first in zip(cuts, cuts[1:], starts):
+        while b > a + 1 and not lines[b - 1].strip():
+            b -= 1
+        if b > a:
+            pieces.append(("".join(lines[a:b]), a, (first,) if first else ()))
+    return pieces
 
 
 def analyse(program: Program, sites: Locator) -> tuple[Report, list[tuple[int, Finding]]]:

@@ -16,12 +16,13 @@ from typing import Any, Optional
 import libcst as cst
 
 _FIELDS: dict[type, tuple[str, ...]] = {}
-_Shared = dict[tuple[Any, ...], cst.CSTNode]
+Shared = dict[tuple[Any, ...], cst.CSTNode]
 
 
-def share_whitespace(module: cst.Module) -> None:
-    """Replace, in place, every plain whitespace node of `module` by the first equal one."""
-    shared: _Shared = {}
+def share_whitespace(module: cst.Module, shared: Optional[Shared] = None) -> None:
+    """Replace, in place, every plain whitespace node of `module` by the first equal one (of
+    `shared`: the nodes met in the other statements of the file)."""
+    shared = {} if shared is None else shared
     stack: list[cst.CSTNode] = [module]
     while stack:
         node = stack.pop()
@@ -44,7 +45,7 @@ def share_whitespace(module: cst.Module) -> None:
                     object.__setattr__(node, name, type(value)(merged))
 
 
-def _shared(node: cst.CSTNode, shared: _Shared) -> Optional[cst.CSTNode]:
+def _shared(node: cst.CSTNode, shared: Shared) -> Optional[cst.CSTNode]:
     """The shared node equal to `node`, or None when it is no plain whitespace."""
     kind = type(node)
     if kind is cst.SimpleWhitespace or kind is cst.Newline:
