@@ -147,11 +147,12 @@ def floors(paths: list[str], with_libcst: bool) -> dict[str, Callable[[], None]]
 
     def libcst_needed() -> None:
         # What LibCST must parse at least: the prefiltered files, with the bodies the analysis
-        # cannot use cut (relevance.elide), in the engine's chunks (issue 33's floor).
+        # cannot use cut (elision.elide), in the engine's chunks (issue 33's floor).
         import libcst
 
         from zerograd.engine import chunk_source, may_hold_findings
-        from zerograd.front.relevance import elide, scan_text
+        from zerograd.front.elision import elide
+        from zerograd.front.relevance import scan_text
 
         for p in paths:
             text = Path(p).read_text(encoding="utf-8", errors="replace")

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from zerograd.engine import inspect_source
-from zerograd.front.relevance import elide, scan_text
+from zerograd.front.elision import elide
+from zerograd.front.relevance import scan_text
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = sorted((ROOT / "fixtures").rglob("*.py"))
@@ -111,7 +112,7 @@ def test_a_long_file_is_scanned_in_pieces_as_it_is_whole(monkeypatch: pytest.Mon
     text = _long_module()
     whole = relevance.Scan(ast.parse(text))
     monkeypatch.setattr(relevance, "PIECE_LINES", 40)
-    assert len(relevance._cuts(relevance._LINE.findall(text), 40)) > 20
+    assert len(relevance._cuts(relevance.LINE.findall(text), 40)) > 20
     pieces = scan_text(text)
     assert pieces.pieces > 20 and pieces.same(whole)  # cut often, and no piece failed
     # The outline numbers functions in the order they were met: compare the functions themselves.
@@ -126,7 +127,7 @@ def test_a_cut_inside_a_string_falls_back_to_the_whole_text(monkeypatch: pytest.
     monkeypatch.setattr(relevance, "PIECE_LINES", 5)
     inner = "".join(f"def f{i}(o):\n    o.step()\n\n" for i in range(12))
     text = "import torch\n" + 'TEXT = """\n' + inner + '"""\n' + inner.replace("def f", "def g") * 2
-    assert len(relevance._cuts(relevance._LINE.findall(text), 5)) > 3
+    assert len(relevance._cuts(relevance.LINE.findall(text), 5)) > 3
     scan = scan_text(text)
     assert scan.pieces == 1  # a piece did not parse: the whole text did
     assert [d.name for d in scan.functions if d.name.startswith("f")] == []  # the string is text

@@ -122,10 +122,10 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     import libcst
 
     from .front.compact import Shared, share_whitespace
+    from .front.elision import elide as cut
     from .front.parse import kept_trees, parse_module
     from .front.program import build_module
     from .front.relevance import Scan, scan_text
-    from .front.relevance import elide as cut
     from .front.sites import Chunk
 
     try:

@@ -2,9 +2,8 @@
 
 LibCST's parser costs about ten times CPython's, and most functions of a training module (models,
 data, metrics) give the analysis nothing: facts.mark_relevant never builds a function that
-cannot perform an event, directly or through what it calls. Such a function's body is replaced
-by `pass` on the same lines (blank lines after it), so every position stays where it was, the
-function still exists for call resolution, and LibCST parses a fraction of the text.
+cannot perform an event, directly or through what it calls. Such a function's body is cut
+(elision.py), and a body read only for its facts keeps only the statements holding them.
 
 A body is kept when it could matter, judged as a superset of what facts.py reads:
 - it can perform an event, or calls or hands over a function that can (mark_relevant's rule),
@@ -41,34 +40,14 @@ from ..knowledge.optimizers import (
 
 # Nodes with nothing to record under them (a Call reads its own name and arguments).
 _LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
+LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 # Characters str.splitlines() takes for line ends and CPython does not: with one of them in the
 # text, the engine's chunks count lines differently, so the text is left whole.
 ODD_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
-MIN_LINES = 3  # a shorter body is not worth cutting
 # A file this long is parsed in pieces of about this many lines (scan_text).
 PIECE_LINES = 2000
 _TOP = re.compile(r"(?:async[ \t]+def|def|class)[ \t]|@")
 Lines = tuple[int, int]  # the first and last line of a statement (decorators included)
-
-
-def elide(source: str, scan: Scan, linked: frozenset[str] = frozenset()) -> str:
-    """`source` with the bodies of the functions the analysis does not need cut out; `scan`:
-    source's (scan_text); `linked` names functions of other modules of the project that can
-    perform an event."""
-    if ODD_ENDS.search(source):
-        return source
-    needed, trimmed = scan.parts(linked)
-    cut = [d for key, d in enumerate(scan.functions, start=1) if key not in needed]
-    if not cut and not trimmed:
-        return source
-    lines = _LINE.findall(source)
-    changed = False
-    for definition in cut:
-        changed |= _cut(lines, definition)
-    for key, kept in trimmed.items():  # after the cuts: a cut body may lie in what a trim blanks
-        changed |= _trim(lines, scan.functions[key - 1], kept)
-    return "".join(lines) if changed else source
 
 
 def scan_text(source: str, piece_lines: Optional[int] = None, walk: bool = True) -> Scan:
@@ -81,7 +60,7 @@ def scan_text(source: str, piece_lines: Optional[int] = None, walk: bool = True)
     piece_lines = piece_lines or PIECE_LINES
     with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business
         warnings.simplefilter("ignore")
-        lines = _LINE.findall(source) if len(source) > piece_lines * 40 else []
+        lines = LINE.findall(source) if len(source) > piece_lines * 40 else []
         cuts = _cuts(lines, piece_lines) if lines and not ODD_ENDS.search(source) else [0]
         if len(cuts) > 1:
             try:
@@ -175,7 +154,7 @@ class Scan:
             node, owner, cls, top = stack.pop()
             inner = self.visit(node, owner, cls, top)
             within = node.name if isinstance(node, ast.ClassDef) else None
-            children = [child for child in ast.iter_child_nodes(node) if not isinstance(child, _LEAVES)]
+            children = (child for child in ast.iter_child_nodes(node) if not isinstance(child, _LEAVES))
             if inner and inner != owner:  # a function: each statement of its body is where its facts are
                 tops = {id(s): (first_line(s) + offset, (s.end_lineno or 0) + offset) for s in node.body}  # type: ignore[attr-defined]
                 stack.extend((child, inner, within, tops.get(id(child))) for child in children)
@@ -458,38 +437,3 @@ def first_line(statement: ast.stmt) -> int:
     """The first line of a statement as CPython counts it: its first decorator's."""
     decorators: list[ast.expr] = getattr(statement, "decorator_list", [])
     return min([statement.lineno] + [d.lineno for d in decorators])
-
-
-def _cut(lines: list[str], definition: Def) -> bool:
-    first, last = definition.first, definition.last
-    if first <= definition.line or last - first + 1 < MIN_LINES or last > len(lines):
-        return False  # `def f(): return x` on one line, or too short to matter
-    text = lines[first - 1]
-    indent = text[: len(text) - len(text.lstrip(" \t"))]
-    if not indent or len(indent) != definition.col:
-        return False  # the body does not start its line (a header continued with a backslash)
-    lines[first - 1] = indent + "pass" + _ending(text)
-    for index in range(first, last):
-        lines[index] = _ending(lines[index]) or "\n"
-    return True
-
-
-def _trim(lines: list[str], definition: Def, kept: list[Lines]) -> bool:
-    """Blank the lines of the body of `definition` outside the statements `kept`."""
-    first, last = definition.first, definition.last
-    if first <= definition.line or last > len(lines):
-        return False
-    text = lines[first - 1]
-    if len(text) - len(text.lstrip(" \t")) != definition.col:
-        return False  # the body does not start its line
-    keep = {line for a, b in kept for line in range(a, b + 1)}
-    changed = False
-    for number in range(first, last + 1):
-        if number not in keep and lines[number - 1].strip():
-            lines[number - 1] = _ending(lines[number - 1]) or "\n"
-            changed = True
-    return changed
-
-
-def _ending(line: str) -> str:
-    return line[len(line.rstrip("\r\n")):]

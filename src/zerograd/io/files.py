@@ -262,9 +262,11 @@ def _prescan(texts: dict[str, str], cache: Optional[Cache], jobs: int) -> dict[s
     processes: the plan reads them (it scans the library modules they call itself), and so does
     a module's check alone. Made one after another in the parent before any worker started,
     scans were a quarter of a cold run on DENSE; the modules checked alone were scanned twice."""
+    if jobs < 2 or not _forks():
+        return {}  # the plan scans as it goes (the language server, `-j 1`)
     wanted = sorted((p for p, text in texts.items() if may_hold_findings(text)
                      and not (cache and cache.outline(text))), key=lambda p: -len(texts[p]))
-    if jobs < 2 or len(wanted) < PRESCAN_MIN or not _forks():
+    if len(wanted) < PRESCAN_MIN:
         return {}
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
