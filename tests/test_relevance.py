@@ -73,7 +73,28 @@ def test_cuts_what_holds_nothing_and_keeps_every_line_in_place() -> None:
                  "            self.run(loader)"):  # calls a function with events
         assert line in kept
     for original, after in zip(MODULE.splitlines(), cut.splitlines()):
-        assert after.strip() in ("", "pass") or after == original
+        header = after.endswith("): pass") and original.startswith(after.split("(")[0] + "(")
+        assert after.strip() in ("", "pass") or after == original or header
+
+
+def test_a_cut_function_keeps_its_decorators_name_and_parameter_names_only() -> None:
+    source = ("class A:\n"
+              "    @staticmethod\n"
+              "    async def hook(a: int, /, b: 'T' = f(1),\n"
+              "                   *rest: int, c: str = \"x\",\n"
+              "                   **kw: int) -> None:  # a comment\n"
+              "        x = 1\n"
+              "        y = 2\n"
+              "        return x + y\n"
+              "\n"
+              "    def run(self, *, k):\n"
+              "        x = 1\n"
+              "        y = 2\n"
+              "        return x\n")
+    cut = elide(source, scan_text(source))
+    assert cut.splitlines() == ["class A:", "    @staticmethod",
+                                "    async def hook(a, /, b, *rest, c, **kw): pass", "", "", "", "", "", "",
+                                "    def run(self, *, k): pass", "", "", ""]
 
 
 def test_short_bodies_continued_headers_and_odd_line_ends_are_left_alone() -> None:
@@ -168,3 +189,37 @@ def test_a_body_kept_for_its_facts_keeps_only_the_statements_that_hold_them() ->
 def test_a_body_kept_for_its_facts_stays_whole_where_its_statements_cannot_be_told_apart(body: str) -> None:
     source = "def forward(x, opt):\n" + body + TRAIN
     assert elide(source, scan_text(source)).startswith("def forward(x, opt):\n" + body)
+
+
+# `backward(` in the text, but no call that can be a BACKWARD: nothing for LibCST to parse.
+SAYS_BACKWARD = {
+    "a comment": "import torch\n\n\ndef f(opt):\n    opt.step()  # after loss.backward() elsewhere\n",
+    "a docstring": '"""Call `loss.backward()` first."""\nimport torch\n\n\ndef f(opt):\n    opt.zero_grad()\n',
+    "an autograd Function": ("import torch\n\n\nclass Square(torch.autograd.Function):\n    @staticmethod\n"
+                             "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n        return x * x\n"),
+}
+CALLS_BACKWARD = {
+    "a method": "import torch\nloss.backward()\n",
+    "Lightning's": "import torch\nself.manual_backward(loss)\n",
+    "torch.autograd's": "import torch\ntorch.autograd.backward(loss)\n",
+    "one imported under another name": "from torch.autograd import backward as bw\nbw(loss)  # not backward(\n",
+    "a hook's module": ('"""Lightning calls loss.backward()."""\nimport lightning\n\n\n'
+                        "class M(lightning.LightningModule):\n    def training_step(self, batch):\n"
+                        "        self.optimizers().zero_grad()\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted({**SAYS_BACKWARD, **CALLS_BACKWARD}))
+def test_only_a_module_that_may_call_a_backward_is_parsed_by_libcst(case: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prefilter's text test, made exact on the tree: a module alone that calls no backward
+    (and defines no framework hook) can hold no finding."""
+    import zerograd.engine as engine
+
+    source = {**SAYS_BACKWARD, **CALLS_BACKWARD}[case]
+    built: list[str] = []
+    real = engine.front_end
+    monkeypatch.setattr(engine, "front_end", lambda text, *a, **k: built.append(text) or real(text, *a, **k))
+    assert engine.may_hold_findings(source)  # the text's test passes them all
+    assert inspect_source(source).findings == []
+    assert built == ([source] if case in CALLS_BACKWARD else [])

@@ -57,6 +57,10 @@ def may_hold_findings(source: str) -> bool:
         for match in _CALL.finditer(source):
             if not _DEFINITION.search(source, max(0, match.start() - 12), match.start()):
                 return True
+    return _may_hook(source)
+
+
+def _may_hook(source: str) -> bool:
     return any(word in source for word in _HOOK_CLEAR) and _HOOK.search(source) is not None
 
 
@@ -95,6 +99,16 @@ def inspect_source(source: str, settings: Settings = Settings(), elide: bool = T
 
 def _inspect(source: str, settings: Settings, elide: bool, tree: Optional[ast.Module],
              scan: Optional[Scan]) -> Report:
+    from .front.relevance import Scan, scan_text
+
+    if scan is None:
+        try:
+            scan = Scan(tree) if tree is not None else scan_text(source)
+        except (SyntaxError, RecursionError, MemoryError, ValueError):
+            pass  # front_end reports it
+    # A module alone that calls no backward can hold no finding (may_hold_findings).
+    if scan is not None and not scan.calls_backward() and not _may_hook(source):
+        return Report([])
     front = front_end(source, settings, elide, tree, scan=scan)
     if isinstance(front, Report):
         return front

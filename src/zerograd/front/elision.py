@@ -1,9 +1,9 @@
 """Cutting what LibCST need not parse out of a module's text (issue 13; relevance.py decides).
 
-A function whose body the analysis does not need keeps its `def` and `pass` on the body's first
-line, blank lines after it, so every position stays where it was and the function still exists
-for call resolution; a body read only for its facts keeps only the statements holding them, the
-other lines blank (issue 33). `benchmarks/realcode.py --compare-elision` checks that findings and
+A function whose body the analysis does not need keeps its decorators, its name and its
+parameters' names (what call resolution and the frameworks' hooks read of it) and `pass`, on its
+`def` line, blank lines after it, so every position stays where it was; a body read only for its
+facts keeps only the statements holding them, the other lines blank (issue 33). `benchmarks/realcode.py --compare-elision` checks that findings and
 analysed scopes are the same with and without.
 """
 
@@ -40,7 +40,14 @@ def _cut(lines: list[str], definition: Def) -> bool:
     indent = _body_indent(lines, definition)
     if indent is None or last - first + 1 < MIN_LINES:
         return False  # too short to matter
-    lines[first - 1] = indent + "pass" + _ending(lines[first - 1])
+    header = lines[definition.line - 1]
+    outer = header[: len(header) - len(header.lstrip(" \t"))]
+    if header[len(outer):].startswith(("def", "async")):
+        # Annotations and defaults, often longer than the body's `pass`, are read by nothing.
+        lines[definition.line - 1] = f"{outer}{definition.signature}: pass{_ending(header)}"
+        first = definition.line
+    else:
+        lines[first - 1] = indent + "pass" + _ending(lines[first - 1])
     for index in range(first, last):
         lines[index] = _ending(lines[index]) or "\n"
     return True

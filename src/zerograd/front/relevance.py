@@ -30,6 +30,7 @@ from typing import Any, NamedTuple, Optional, Union
 
 from ..knowledge.frameworks import REGISTER_CALL, REGISTER_KEYWORD, SETTINGS
 from ..knowledge.optimizers import (
+    BACKWARD_METHODS,
     EVENT_METHODS,
     NON_TORCH_ROOTS,
     is_engine_callee,
@@ -93,6 +94,7 @@ class Def(NamedTuple):
     first: int  # its body's first statement
     last: int
     col: int  # of its body's first statement
+    signature: str  # `name(a, /, b, *c, d, **e)`: its header without annotations and defaults
 
 
 class Scan:
@@ -117,6 +119,8 @@ class Scan:
         self.held: dict[int, list[Lines]] = {}
         self.loose: set[int] = set()
         self.wraps: set[str] = set()  # `self.n = (self.n + 1) % k`: a wrapping counter (counters.py)
+        # A call that may be a BACKWARD (`x.backward(`, `backward(` imported), anywhere.
+        self.backward = False
         self.counts: list[tuple[int, str]] = []  # (function, `self.x` it assigns)
         self.starts: list[int] = []  # the first line of each top-level statement, decorators included
         self.bases: dict[str, list[tuple[Optional[tuple[str, ...]], bool]]] = {}  # module-level class -> its bases
@@ -133,7 +137,7 @@ class Scan:
     def _canonical(self) -> tuple[Any, ...]:
         named: list[Any] = [None, *self.functions]  # key -> the function (0: none)
         by_function = [{named[k]: v for k, v in d.items()} for d in (self.callees, self.parameters)]
-        return (Counter(self.functions), self.starts, self.aliases, self.classes, self.wraps, self.bases,
+        return (Counter(self.functions), self.starts, self.backward, self.aliases, self.classes, self.wraps, self.bases,
                 {named[k] for k in self.events}, {named[k] for k in self.facts}, *by_function,
                 {c: (Counter(named[k] for k in m), b) for c, (m, b) in self.members.items()},
                 Counter((named[k], d) for k, d in self.assigned), Counter((named[k], n) for k, n in self.counts))
@@ -168,7 +172,7 @@ class Scan:
             self._fact(owner, top)  # a nested def is a fact of its enclosing function
             shift = self.offset
             self.functions.append(Def(node.name, node.lineno + shift, node.body[0].lineno + shift,
-                                      (node.end_lineno or 0) + shift, node.body[0].col_offset))
+                                      (node.end_lineno or 0) + shift, node.body[0].col_offset, _signature(node)))
             key = len(self.functions)
             if cls is not None:
                 self.members[cls][0].append(key)
@@ -218,10 +222,12 @@ class Scan:
             name = func.attr
             if name in EVENT_METHODS:
                 self.events.add(owner)
+                self.backward |= name in BACKWARD_METHODS
         elif isinstance(func, ast.Name):
             name = func.id
             if name == "backward" or name in self.parameters.get(owner, ()):
                 self.events.add(owner)
+            self.backward |= name.endswith("backward")
         else:
             name = ""
         if REGISTER_CALL.match(name) or any(k.arg and (REGISTER_KEYWORD.match(k.arg) or k.arg in SETTINGS)
@@ -259,6 +265,12 @@ class Scan:
         base = "." * node.level + (node.module or "")
         for alias in node.names:
             self.aliases[alias.asname or alias.name] = f"{base}.{alias.name}" if node.module else f"{base}{alias.name}"
+
+    def calls_backward(self) -> bool:
+        """Whether the module may call a backward: the prefilter's text test made exact on the
+        tree (`backward(` in a comment, a string or `ctx.save_for_backward(` is none); with an
+        import of one under another name (`from torch.autograd import backward as bw`)."""
+        return self.backward or any(name.endswith("backward") for name in self.aliases.values())
 
     def relevant(self, linked: frozenset[str] = frozenset()) -> set[int]:
         """mark_relevant's closure: the functions that can perform an event."""
@@ -406,6 +418,24 @@ def _strings(values: Any) -> list[str]:
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         raise ValueError("not a list of strings")
     return values
+
+
+def _signature(node: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> str:
+    """The function's name and parameters as a header with nothing else (elision.py)."""
+    arguments = node.args
+    names = [a.arg for a in arguments.posonlyargs]
+    if names:
+        names.append("/")
+    names += [a.arg for a in arguments.args]
+    if arguments.vararg is not None:
+        names.append("*" + arguments.vararg.arg)
+    elif arguments.kwonlyargs:
+        names.append("*")
+    names += [a.arg for a in arguments.kwonlyargs]
+    if arguments.kwarg is not None:
+        names.append("**" + arguments.kwarg.arg)
+    prefix = "async def " if isinstance(node, ast.AsyncFunctionDef) else "def "
+    return f"{prefix}{node.name}({', '.join(names)})"
 
 
 def _records(qualified: Optional[str], classes: set[str]) -> bool:

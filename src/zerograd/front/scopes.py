@@ -16,7 +16,7 @@ import libcst as cst
 from ..analysis.keys import FLAG, INVARIANT, root_of
 from ..analysis.model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
 from ..knowledge.frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework
-from ..knowledge.optimizers import is_optimizer_callee
+from ..knowledge.optimizers import BACKWARD_METHODS, is_optimizer_callee
 from .calls import Context, Link
 from .conditions import (
     PURE,
@@ -361,7 +361,7 @@ class Builder(Receivers):
 
     def _method_call(self, call: cst.Call, func: cst.Attribute, ctx: Context) -> Optional[list[Node]]:
         name = func.attr.value
-        if name in ("backward", "manual_backward"):
+        if name in BACKWARD_METHODS:
             if (self.info.qualify(func.value) or "").startswith(DIST_AUTOGRAD):
                 return []  # gradients go to the distributed autograd context, not to .grad
             foreign = self.info.table.foreign

@@ -15,6 +15,9 @@ from ..analysis.model import Settings
 
 # Calls that are events, or clear gradients by hand: a function without any (directly or through
 # the functions it calls) is neither built into IR nor summarised.
+# The methods whose call is a BACKWARD (scopes.py); a function called by a name ending in
+# `backward` may be `torch.autograd.backward`.
+BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 EVENT_METHODS = frozenset({"backward", "manual_backward", "step", "zero_grad", "clear_grad", "clear_gradients",
                            "optimizer_step", "zero_"})
 
