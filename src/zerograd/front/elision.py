@@ -3,8 +3,9 @@
 A function whose body the analysis does not need keeps its decorators, its name and its
 parameters' names (what call resolution and the frameworks' hooks read of it) and `pass`, on its
 `def` line, blank lines after it, so every position stays where it was; a body read only for its
-facts keeps only the statements holding them, the other lines blank (issue 33). `benchmarks/realcode.py --compare-elision` checks that findings and
-analysed scopes are the same with and without.
+facts keeps only the statements holding them, the other lines blank (issue 33).
+`benchmarks/realcode.py --compare-elision` checks that findings and analysed scopes are the same
+with and without.
 """
 
 from __future__ import annotations
