@@ -11,7 +11,7 @@ import sys
 import tokenize
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Optional, Union
 
 from ..analysis.model import Finding, Settings, Span
 from ..analysis.rules import FIXABLE, message
@@ -28,6 +28,9 @@ if TYPE_CHECKING:  # plan.py imports libcst: only runs that make a plan pay for 
     from ..front.relevance import Scan
     from ..project.index import Index
     from ..project.plan import Project
+
+    # A project's plan: the project, its groups still to check, the findings cached for the others.
+    Planned = tuple[Optional[Project], list[list[str]], list["FileResult"]]
 
 PARALLEL_THRESHOLD = 16  # below this many files a process pool costs more than it saves
 PRESCAN_MIN = 8  # below this many modules to scan before a plan, the parent scans them itself
@@ -147,8 +150,13 @@ def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings
                 data[path] = content
     stored = _Stored(cache, {p: content_hash(c) for p, c in data.items()} if cache else {}, settings, describe)
     pooled = jobs if len(reported) >= PARALLEL_THRESHOLD else 1
-    planned = [_plan({p: data[p] for p in files + context if p in data}, stored, set(files), pooled)
-               for files, context in given.values()]
+    prepared = [_prepare({p: data[p] for p in files + context if p in data}, stored, set(files))
+                for files, context in given.values()]
+    # One pool scans what every project's plan reads: a pool per project (15 on DENSE) waited,
+    # each time, for its process left alone with that project's largest module.
+    texts = {p: text for ready in prepared if isinstance(ready, _Pending) for p, text in ready.texts.items()}
+    scans = _prescan(texts, cache, pooled)
+    planned = [_plan(ready, stored, scans) if isinstance(ready, _Pending) else ready for ready in prepared]
     projects = {a: project for project, _, _ in planned if project is not None for a in project.units}
     scans = {p: s for project, _, _ in planned if project is not None for p, s in project.alone.items()}
     work = [group for _, todo, _ in planned for group in todo]
@@ -323,11 +331,20 @@ class _Stored:
         return result
 
 
-def _plan(data: dict[str, bytes], stored: _Stored, reported: set[str],
-          jobs: int) -> tuple[Optional[Project], list[list[str]], list[FileResult]]:
-    """One project's plan: the project, the groups of linked modules holding a reported file
-    still to check, and the findings the cache already holds of those that hold one; an
-    unchanged tree takes its plan from the cache too."""
+@dataclass
+class _Pending:
+    """A project whose plan is to be made: its modules' texts, which files it reports."""
+
+    texts: dict[str, str]
+    given: dict[str, str]  # absolute path -> path as given
+    key: str  # the cache's key for the project's plan
+    reported: set[str]
+
+
+def _prepare(data: dict[str, bytes], stored: _Stored, reported: set[str]) -> Union[Planned, _Pending]:
+    """One project's plan when the cache holds it and the findings of the groups it makes:
+    the project (none then), the groups of linked modules holding a reported file still to
+    check, and the cached findings of those that hold one; else what _plan needs to make it."""
     from ..project.index import Index
 
     if not any(PREFILTER.encode() in content for content in data.values()):
@@ -342,24 +359,30 @@ def _plan(data: dict[str, bytes], stored: _Stored, reported: set[str],
         hits = [_cached_group(group, stored) for group in wanted if not reported.isdisjoint(group)]
         if all(hit is not None for hit in hits):
             return None, [], [result for hit in hits for result in hit or []]
-    from ..project.plan import Project  # imports libcst: only a plan to make pays for it
-
     texts: dict[str, str] = {}
     for path in candidates:
         try:
             texts[path] = decode(data[path])
         except (SyntaxError, UnicodeDecodeError, LookupError):
             continue  # check_bytes reports it
+    return _Pending(texts, given, key, reported)
+
+
+def _plan(pending: _Pending, stored: _Stored, scans: dict[str, Scan]) -> Planned:
+    """Make a project's plan (an unchanged tree takes it from the cache); `scans`: made beforehand."""
+    from ..project.plan import Project  # imports libcst: only a plan to make pays for it
+
     try:
-        project = Project(texts, stored.cache, _prescan(texts, stored.cache, jobs))
+        project = Project(pending.texts, stored.cache, {p: scans[p] for p in pending.texts if p in scans})
         groups = project.plan()
     except (RecursionError, MemoryError, ValueError):
         return None, [], []  # deeply nested text: every module is checked alone, as before
     if stored.cache:
-        stored.cache.store_plan(sorted(given), key, [[os.path.abspath(p) for p in g] for g in groups])
+        stored.cache.store_plan(sorted(pending.given), pending.key,
+                                [[os.path.abspath(p) for p in g] for g in groups])
     cached: list[FileResult] = []
     todo = []
-    for group in (g for g in groups if not reported.isdisjoint(g)):
+    for group in (g for g in groups if not pending.reported.isdisjoint(g)):
         hit = _cached_group(group, stored)
         if hit is None:
             todo.append(group)
