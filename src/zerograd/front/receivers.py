@@ -39,9 +39,10 @@ class Receivers(Clears):
                 target, value = statement.targets[0].target, statement.value
                 if isinstance(target, cst.Name):
                     simple = isinstance(value, (cst.Name, cst.Attribute, cst.Subscript))
-                    key = self.key(value, ctx) if simple or isinstance(value, cst.Call) else None
-                    # `opt = self.optimizers()` in a hook: the framework's optimizer.
-                    framework = self.framework(ctx)
+                    # `opt = self.optimizers()` in a hook: the framework's optimizer. Elsewhere a
+                    # call's key is not read (its text is generated: not worth it for nothing).
+                    framework = self.framework(ctx) if isinstance(value, cst.Call) else None
+                    key = self.key(value, ctx) if simple or framework is not None else None
                     bind(target.value, key if simple or framework is not None and key == framework.optimizer else None)
             elif isinstance(statement, cst.For):
                 name = element_name(statement.target, statement.iter)
