@@ -52,19 +52,22 @@ def _counter_in(test: cst.BaseExpression) -> Optional[str]:
 PURE = frozenset({"isinstance", "issubclass", "hasattr", "getattr", "callable", "type"})
 
 
+_UNSTABLE = frozenset({cst.Call, cst.Await, cst.Yield, cst.NamedExpr, cst.Lambda})
+
+
 def names_of(test: cst.BaseExpression) -> Optional[frozenset[str]]:
     """The names a test reads (`self.cfg.clip` -> itself and `self`), or None when it calls
     something: a call may give another answer every time."""
     found: set[str] = set()
     for node in nodes_in(test):
-        if isinstance(node, cst.Call) and (isinstance(node.func, cst.Name) and node.func.value in PURE or _lookup(node)):
-            continue  # `isinstance(self.optimizer, LBFGS)` answers the same for the same names
-        if isinstance(node, (cst.Call, cst.Await, cst.Yield, cst.NamedExpr, cst.Lambda)):
-            return None
-        if isinstance(node, (cst.Name, cst.Attribute)):
+        if type(node) is cst.Name or type(node) is cst.Attribute:
             text = text_of(node)
             found.add(text)
             found.add(root_of(text))
+        elif type(node) is cst.Call and (isinstance(node.func, cst.Name) and node.func.value in PURE or _lookup(node)):
+            continue  # `isinstance(self.optimizer, LBFGS)` answers the same for the same names
+        elif type(node) in _UNSTABLE:
+            return None
     return frozenset(found)
 
 

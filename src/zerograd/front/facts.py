@@ -179,14 +179,14 @@ class Collector:
             self.statement(statement, cls)
 
     def statement(self, node: cst.CSTNode, cls: Optional[ClassInfo]) -> None:
-        if isinstance(node, cst.BaseSmallStatement):  # in a one-line suite: `try: a; b`
-            self.small(node)
-        elif isinstance(node, cst.SimpleStatementLine):
+        if type(node) is cst.SimpleStatementLine:
             for small in node.body:
                 self.small(small)
-        elif isinstance(node, cst.FunctionDef):
+        elif isinstance(node, cst.BaseSmallStatement):  # in a one-line suite: `try: a; b`
+            self.small(node)
+        elif type(node) is cst.FunctionDef:
             self.function_def(node, cls)
-        elif isinstance(node, cst.ClassDef):
+        elif type(node) is cst.ClassDef:
             info = ClassInfo(node.name.value, bases=[b for b in (dotted(a.value) for a in node.bases) if b], node=node)
             self.info.classes.setdefault(node.name.value, info)
             self.info.class_of[id(node)] = info
@@ -221,13 +221,13 @@ class Collector:
         self.function, self.facts, self.cls = saved
 
     def small(self, node: cst.CSTNode) -> None:
-        if isinstance(node, cst.Import):
+        if type(node) is cst.Import:
             for alias in node.names:
                 full = dotted(alias.name) or ""
                 named = alias.asname is not None and isinstance(alias.asname.name, cst.Name)
                 local = alias.asname.name.value if named else full.split(".")[0]  # type: ignore[union-attr]
                 self.info.aliases[local] = full if alias.asname else local
-        elif isinstance(node, cst.ImportFrom):
+        elif type(node) is cst.ImportFrom:
             module = (dotted(node.module) or "") if node.module else ""
             base = "." * len(node.relative) + module
             if isinstance(node.names, cst.ImportStar):
@@ -237,14 +237,14 @@ class Collector:
                 name = dotted(alias.name) or ""
                 local = alias.asname.name.value if alias.asname and isinstance(alias.asname.name, cst.Name) else name
                 self.info.aliases[local] = f"{base}.{name}" if module else f"{base}{name}"
-        elif isinstance(node, (cst.Assign, cst.AnnAssign)) and node.value is not None:
+        elif (type(node) is cst.Assign or type(node) is cst.AnnAssign) and node.value is not None:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             self.assignment(targets, node.value)
             self._field(targets, node.value)
             self.info.counters.record(node, targets, node.value, self.function)
             if any(isinstance(t, cst.Attribute) and t.attr.value == "grad" for t in targets):
                 self.facts.events = True  # `p.grad = None`
-        elif isinstance(node, cst.AugAssign):
+        elif type(node) is cst.AugAssign:
             self.info.counters.record(node, [node.target], None, self.function)
             if isinstance(node.target, cst.Name):
                 self.facts.increments |= {node.target.value}
@@ -254,17 +254,17 @@ class Collector:
     def call(self, call: cst.Call) -> None:
         facts = self.facts
         func = call.func
-        if isinstance(func, cst.Attribute):
+        if type(func) is cst.Attribute:
             name = func.attr.value
             facts.events |= name in EVENT_METHODS
             if name == "step":
                 facts.stepped |= {receiver_key(func.value)}
             elif name in ("zero_grad", "clear_grad", "clear_gradients"):
                 facts.cleared |= {receiver_key(func.value)}
-        elif isinstance(func, cst.Name):
+        elif type(func) is cst.Name:
             # Calling a parameter (`f()` in fastai's _with_events) may run anything handed over.
             facts.events |= func.value == "backward" or func.value in facts.parameters
-        callee = func.attr.value if isinstance(func, cst.Attribute) else dotted(func) or ""
+        callee = func.attr.value if type(func) is cst.Attribute else dotted(func) or ""
         setting = accumulation_of(self.info.qualify(func) or "")
         if setting is not None:
             self._accumulation(setting, call)
@@ -273,8 +273,10 @@ class Collector:
             where = (self._scope(), registered[0])
             self.info.handlers.append((where, registered[1], call.args[1].value.value))
         for used in (func, *(arg.value for arg in call.args)):
-            if isinstance(used, (cst.Name, cst.Attribute)):
-                facts.callees.add(used.value if isinstance(used, cst.Name) else used.attr.value)
+            if type(used) is cst.Name:
+                facts.callees.add(used.value)
+            elif type(used) is cst.Attribute:
+                facts.callees.add(used.attr.value)
         for arg in call.args:
             handed = arg.value
             handed_name = handed.value if isinstance(handed, cst.Name) else (

@@ -21,7 +21,7 @@ class Write(NamedTuple):
 
 
 def grad_written(node: cst.CSTNode) -> Optional[Write]:
-    if isinstance(node, cst.Assign) and len(node.targets) == 1:
+    if type(node) is cst.Assign and len(node.targets) == 1:
         target = node.targets[0].target
         if not (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
             return None
@@ -31,13 +31,13 @@ def grad_written(node: cst.CSTNode) -> Optional[Write]:
         none = isinstance(value, cst.Name) and value.value == "None"
         zeros = isinstance(value, cst.Call) and text_of(value.func).rsplit(".", 1)[-1] in _ZEROS
         return Write(holder(target.value), True, not (none or zeros), zeros)
-    if isinstance(node, cst.AugAssign) and isinstance(node.operator, _ADDS):
+    if type(node) is cst.AugAssign and isinstance(node.operator, _ADDS):
         target = node.target
         if isinstance(target, cst.Attribute) and target.attr.value == "grad" and ".grad" not in text_of(node.value):
             # `p.grad += g` adds into .grad as backward() does: a gradient, no clear.
             return Write(holder(target.value), False, True, False)
         return None
-    if isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and isinstance(node.value.func, cst.Attribute):
+    if type(node) is cst.Expr and type(node.value) is cst.Call and type(node.value.func) is cst.Attribute:
         func, args = node.value.func, node.value.args
         grad = func.value
         if isinstance(grad, cst.Attribute) and grad.attr.value == "data":

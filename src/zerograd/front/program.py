@@ -237,10 +237,12 @@ def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo],
                info: ModuleInfo) -> Iterable[tuple[cst.FunctionDef, Optional[ClassInfo]]]:
     """Every function and method, nested ones included, with its enclosing class."""
     for statement in body:
-        if isinstance(statement, cst.FunctionDef):
+        if type(statement) is cst.SimpleStatementLine:
+            continue  # most statements: nothing defined in them
+        if type(statement) is cst.FunctionDef:
             yield statement, cls
             yield from _functions(block_of(statement.body), None, info)
-        elif isinstance(statement, cst.ClassDef):
+        elif type(statement) is cst.ClassDef:
             yield from _functions(block_of(statement.body), info.class_of[id(statement)], info)
         else:
             for suite in suites(statement):

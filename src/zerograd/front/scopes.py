@@ -120,10 +120,10 @@ class Builder(Receivers):
             for statement in body if isinstance(statement, cst.SimpleStatementLine) for small in statement.body)
 
     def statement(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
+        if type(node) is cst.SimpleStatementLine:
+            return [item for small in node.body for item in self.small(small, ctx)]
         if isinstance(node, cst.BaseSmallStatement):  # in a one-line suite: `if x: a; b`
             return self.small(node, ctx)
-        if isinstance(node, cst.SimpleStatementLine):
-            return [item for small in node.body for item in self.small(small, ctx)]
         if isinstance(node, cst.If):
             return self._if(node, ctx)
         if isinstance(node, (cst.For, cst.While)):
@@ -143,17 +143,17 @@ class Builder(Receivers):
         return []  # definitions run nothing here; they are scopes of their own
 
     def small(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
-        if isinstance(node, cst.Break):
+        if type(node) is cst.Break:
             return [Jump("break")]
-        if isinstance(node, cst.Continue):
+        if type(node) is cst.Continue:
             return [Jump("continue")]
         items = self.expression_events(node, ctx)
         items.extend(self._builds(node, ctx))
         items.extend(self._counts(node, ctx))
         items.extend(self._grad_write(node, ctx))
-        if isinstance(node, cst.Return):
+        if type(node) is cst.Return:
             items.append(Jump("return"))
-        elif isinstance(node, cst.Raise):
+        elif type(node) is cst.Raise:
             items.append(Jump("raise"))
         return items
 

@@ -129,7 +129,7 @@ def nodes_in(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
         if current is None:
             continue
         yield current
-        if isinstance(current, cst.Lambda):
+        if type(current) is cst.Lambda:
             stack.append(current.body)
         else:
             stack.extend(children(current))
