@@ -145,23 +145,35 @@ def floors(paths: list[str], with_libcst: bool) -> dict[str, Callable[[], None]]
                 except (SyntaxError, ValueError):
                     pass
 
-    def libcst_needed() -> None:
-        # What LibCST must parse at least: the prefiltered files, with the bodies the analysis
-        # cannot use cut (elision.elide), in the engine's chunks (issue 33's floor).
-        import libcst
-
-        from zerograd.engine import chunk_source, may_hold_findings
+    def needed_pieces() -> list[str]:
+        # What LibCST must parse at least: the modules that may call a backward (or define a
+        # hook), with the bodies the analysis cannot use cut (elision.elide), in the engine's
+        # pieces (issue 33's floor); cut once, before the parser is timed.
+        from zerograd.engine import _may_hook, chunk_source, may_hold_findings
         from zerograd.front.elision import elide
         from zerograd.front.relevance import scan_text
 
+        pieces = []
         for p in paths:
             text = Path(p).read_text(encoding="utf-8", errors="replace")
             if not may_hold_findings(text):
                 continue
             try:
                 scan = scan_text(text)
-                for piece, _, _ in chunk_source(elide(text, scan), scan.starts):
-                    libcst.parse_module(piece)
+            except (SyntaxError, ValueError, RecursionError):
+                continue
+            if scan.calls_backward() or _may_hook(text):
+                pieces += [piece for piece, _, _ in chunk_source(elide(text, scan), scan.starts)]
+        return pieces
+
+    pieces: list[str] = needed_pieces() if with_libcst else []
+
+    def libcst_needed() -> None:
+        from zerograd.front.parse import parse_module  # unvalidated, as the engine parses
+
+        for piece in pieces:
+            try:
+                parse_module(piece)
             except Exception:  # noqa: BLE001 - a floor, not a checker
                 pass
 
