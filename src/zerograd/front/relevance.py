@@ -41,6 +41,10 @@ from ..knowledge.optimizers import (
 
 # Nodes with nothing to record under them (a Call reads its own name and arguments).
 _LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
+# By exact type, as the walk tests them (an isinstance() per node and base costs more).
+_LEAF_TYPES = frozenset(t for base in _LEAVES for t in (base, *base.__subclasses__()))
+_VISITED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Import, ast.ImportFrom,
+                      ast.Assign, ast.AnnAssign, ast.AugAssign})
 LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 # Characters str.splitlines() takes for line ends and CPython does not: with one of them in the
 # text, the engine's chunks count lines differently, so the text is left whole.
@@ -156,9 +160,10 @@ class Scan:
             [(node, 0, None, None) for node in tree.body] if walk else [])
         while stack:
             node, owner, cls, top = stack.pop()
-            inner = self.visit(node, owner, cls, top)
-            within = node.name if isinstance(node, ast.ClassDef) else None
-            children = (child for child in ast.iter_child_nodes(node) if not isinstance(child, _LEAVES))
+            kind = type(node)
+            inner = self.visit(node, owner, cls, top) if kind in _VISITED else owner
+            within = node.name if kind is ast.ClassDef else None  # type: ignore[attr-defined]
+            children = (child for child in ast.iter_child_nodes(node) if type(child) not in _LEAF_TYPES)
             if inner and inner != owner:  # a function: each statement of its body is where its facts are
                 tops = {id(s): (first_line(s) + offset, (s.end_lineno or 0) + offset) for s in node.body}  # type: ignore[attr-defined]
                 stack.extend((child, inner, within, tops.get(id(child))) for child in children)
