@@ -177,6 +177,7 @@ class ZeroGradServer(LanguageServer):
         )
         self.linted: dict[str, Linted] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
+        self.shut_down = False  # LSP: `exit` after `shutdown` exits 0, without it 1
 
     def buffers(self) -> dict[str, str]:
         """The open text documents but notebook cells (a cell is no module of the project)."""
@@ -255,6 +256,11 @@ class ZeroGradServer(LanguageServer):
 server = ZeroGradServer()
 
 
+@server.feature(types.SHUTDOWN)
+def shutdown(ls: ZeroGradServer, params: None) -> None:
+    ls.shut_down = True
+
+
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
 def did_open(ls: ZeroGradServer, params: types.DidOpenTextDocumentParams) -> None:
     ls.publish_text(params.text_document.uri)
@@ -320,4 +326,4 @@ def code_action(ls: ZeroGradServer, params: types.CodeActionParams) -> list[type
 def main() -> int:
     keep_trees(KEPT_LINES)
     server.start_io()
-    return 0
+    return 0 if server.shut_down else 1
