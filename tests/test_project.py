@@ -76,7 +76,7 @@ def test_a_plan_from_cached_outlines_is_the_plan_from_parsing(tmp_path: Path) ->
     """The cache keeps what the plan read of each module (relevance.Outline): a second plan reads
     it instead of parsing, and must plan the same groups; a damaged outline is parsed again."""
     from zerograd.analysis.model import Settings
-    from zerograd.front.relevance import Outline
+    from zerograd.front.outline import Outline
     from zerograd.project.cache import Cache
 
     root = Path(__file__).resolve().parent.parent / "fixtures" / "projects"

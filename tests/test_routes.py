@@ -207,7 +207,7 @@ def test_a_file_named_alone_without_a_marker_reads_what_python_imports_beside_it
     what Python imports from its folder, the modules and packages there, not every folder below
     it (a run in /tmp read the whole of /tmp: 3.4 s and 265 MB for a 39-line file)."""
     from zerograd.io.config import Config
-    from zerograd.io.files import _walk
+    from zerograd.io.discovery import walk as walk_folder
     from zerograd.io.projects import contexts, fallback_for
 
     for name in ("train.py", "helpers.py", "pkg/__init__.py", "pkg/mod.py", "pkg/inner/deep.py",
@@ -219,7 +219,7 @@ def test_a_file_named_alone_without_a_marker_reads_what_python_imports_beside_it
     pairs = [(train, fallback_for(train, train, memo))]
 
     def walk(root: str, packages_only: bool) -> Iterator[str]:
-        return _walk(root, Config(), packages_only)
+        return walk_folder(root, Config(), packages_only)
 
     alone = contexts(pairs, walk, imported=set(memo.values()))
     assert sorted(os.path.relpath(p, tmp_path) for p in alone[str(tmp_path)][1]) == [

@@ -1,5 +1,5 @@
-"""Files in, findings out: discovery, decoding (PEP 263, BOM), notebooks, noqa, per-file
-ignores, parallel checking."""
+"""Files in, findings out: decoding (PEP 263, BOM), notebooks, noqa, per-file ignores, the
+projects' plans, parallel checking (discovery.py finds the files)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import stat
 import sys
 import tokenize
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
@@ -18,8 +18,7 @@ from ..analysis.rules import FIXABLE, message
 from ..engine import PREFILTER, inspect_source, may_hold_findings
 from ..project.cache import Cache, Group, content_hash
 from .config import Config
-from .ignore import NAMES as IGNORE_FILES
-from .ignore import Rules, ignored, rules_above, rules_of
+from .discovery import discover, walk
 from .notebook import NotebookError, read_notebook
 from .projects import contexts, fallback_for
 from .suppress import unsuppressed
@@ -34,7 +33,6 @@ if TYPE_CHECKING:  # plan.py imports libcst: only runs that make a plan pay for 
 
 PARALLEL_THRESHOLD = 16  # below this many files a process pool costs more than it saves
 PRESCAN_MIN = 8  # below this many modules to scan before a plan, the parent scans them itself
-SUFFIXES = (".py", ".ipynb")
 
 
 @dataclass
@@ -410,55 +408,6 @@ def _state(index: Index, stored: _Stored) -> str:
     return content_hash("\n".join(parts).encode())
 
 
-def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) -> Iterator[tuple[str, Optional[str]]]:
-    """(path, error) pairs: files named explicitly (unless --force-exclude excludes them), and
-    *.py / *.ipynb files found under directories, minus excluded names and paths."""
-    for path in paths:
-        if force_exclude and config.is_excluded(path):
-            continue
-        if os.path.isdir(path):
-            yield from ((p, None) for p in _walk(path, config))
-        elif os.path.exists(path):
-            yield path, None
-        else:
-            yield path, f"{path}: no such file or directory"
-
-
-def _walk(root: str, config: Config, packages_only: bool = False) -> Iterator[str]:
-    """Like os.walk (symlinked folders are not entered), with the file type from the directory
-    entry instead of a stat per file; what `.gitignore` and `.ignore` files name is skipped
-    (ignore.py) unless the config turns `respect-gitignore` off. `packages_only`: enter only
-    folders with an `__init__.py` (what Python imports from `root`, projects.py)."""
-    respect = config.respect_gitignore
-    folders: list[tuple[str, Rules]] = [(root, rules_above(root) if respect else ())]
-    while folders:
-        folder, rules = folders.pop()
-        try:
-            with os.scandir(folder) as listing:
-                entries = sorted(listing, key=lambda e: e.name)
-        except OSError:
-            continue
-        names = frozenset(e.name for e in entries if e.name in IGNORE_FILES) if respect else frozenset()
-        if names:
-            rules = rules_of(folder, rules, names)
-        inner = []
-        for entry in entries:
-            path = os.path.join(folder, entry.name)
-            if entry.is_dir(follow_symlinks=False):
-                if packages_only and not os.path.isfile(os.path.join(path, "__init__.py")):
-                    continue
-                if not config.is_excluded(path) and not _is_virtualenv(path) and not (rules and ignored(rules, path, True)):
-                    inner.append((path, rules))
-            elif (entry.name.endswith(SUFFIXES) and entry.is_file() and not config.is_excluded(path)
-                  and not (rules and ignored(rules, path, False))):
-                yield path
-        folders.extend(reversed(inner))
-
-
-def _is_virtualenv(folder: str) -> bool:
-    return os.path.exists(os.path.join(folder, "pyvenv.cfg"))
-
-
 def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: int = 1,
                config: Optional[Config] = None, force_exclude: bool = False, describe: bool = True,
                cache: Optional[Cache] = None, overrides: Optional[dict[str, bytes]] = None) -> list[FileResult]:
@@ -486,7 +435,7 @@ def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: 
     memo: dict[str, str] = {}  # a named file's folder -> its import root
     pairs = sorted((path, fallback_for(path, argument, memo)) for path, argument in arguments.items())
     projects = contexts(pairs, lambda root, packages_only: iter(listed[root]) if root in listed
-                        else _walk(root, config, packages_only), imported=set(memo.values()))
+                        else walk(root, config, packages_only), imported=set(memo.values()))
     results += _check_all(projects, settings, describe, jobs, cache, overrides)
     for result in results:
         ignored = config.ignored_for(result.path)

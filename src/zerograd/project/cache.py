@@ -27,7 +27,7 @@ from typing import Any, Optional
 
 from ..analysis.model import Finding, Settings, Span
 from ..analysis.rules import FIXABLE
-from ..front.relevance import Outline
+from ..front.outline import Outline
 from ..version import __version__
 
 FORMAT = 2  # of the entries; bumped when their layout changes

@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..engine import may_hold_findings
-from ..front.relevance import Outline, Scan, scan_text
+from ..front.outline import Outline
+from ..front.relevance import Scan, scan_text
 from ..knowledge.frameworks import SETTINGS, framework_of
 from .cache import Cache
 from .index import Imported, Index, imports_of
