@@ -99,11 +99,11 @@ def inspect_source(source: str, settings: Settings = Settings(), elide: bool = T
 
 def _inspect(source: str, settings: Settings, elide: bool, tree: Optional[ast.Module],
              scan: Optional[Scan]) -> Report:
-    from .front.relevance import Scan, scan_text
+    from .front.relevance import scan_of
 
     if scan is None:
         try:
-            scan = Scan(tree) if tree is not None else scan_text(source)
+            scan = scan_of(source, tree)
         except (SyntaxError, RecursionError, MemoryError, ValueError):
             pass  # front_end reports it
     # A module alone that calls no backward can hold no finding (may_hold_findings).
@@ -139,12 +139,12 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     from .front.elision import elide as cut
     from .front.parse import kept_trees, parse_module
     from .front.program import build_module
-    from .front.relevance import Scan, scan_text
+    from .front.relevance import scan_of
     from .front.sites import Chunk
 
     try:
         if scan is None:  # CPython's parser: fast, and rejects pathological input early
-            scan = Scan(tree) if tree is not None else scan_text(source)
+            scan = scan_of(source, tree)
         trees = kept_trees()
         pieces = chunk_source(cut(source, scan, linked) if elide else source, scan.starts)
         pieces.reverse()

@@ -43,13 +43,9 @@ def _cut(lines: list[str], definition: Def) -> bool:
         return False  # too short to matter
     header = lines[definition.line - 1]
     outer = header[: len(header) - len(header.lstrip(" \t"))]
-    if header[len(outer):].startswith(("def", "async")):
-        # Annotations and defaults, often longer than the body's `pass`, are read by nothing.
-        lines[definition.line - 1] = f"{outer}{definition.signature}: pass{_ending(header)}"
-        first = definition.line
-    else:
-        lines[first - 1] = indent + "pass" + _ending(lines[first - 1])
-    for index in range(first, last):
+    # Annotations and defaults, often longer than the body's `pass`, are read by nothing.
+    lines[definition.line - 1] = f"{outer}{definition.signature}: pass{_ending(header)}"
+    for index in range(definition.line, last):
         lines[index] = _ending(lines[index]) or "\n"
     return True
 

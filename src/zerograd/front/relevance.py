@@ -77,6 +77,12 @@ def scan_text(source: str, piece_lines: Optional[int] = None, walk: bool = True)
     return scan
 
 
+def scan_of(source: str, tree: Optional[ast.Module] = None) -> Scan:
+    """The Scan of `source`, from `tree` when the caller has it (flake8's); raises what
+    `ast.parse` raises."""
+    return Scan(tree) if tree is not None else scan_text(source)
+
+
 def _cuts(lines: list[str], piece_lines: int) -> list[int]:
     """Where pieces of about `piece_lines` lines may start: before a top-level `def`, `class` or
     first decorator, not after a line continued with a backslash."""
