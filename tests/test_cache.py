@@ -257,3 +257,153 @@ def test_a_hostile_entry_is_a_miss_with_one_warning(tmp_path: Path, hostile: str
     if hostile == "symlink-out":
         written = sorted(p.name for p in (tmp_path.parent / f"{tmp_path.name}-elsewhere" / "file").iterdir())
         assert written == sorted(e.name for e in entries)  # nothing written through the link
+
+
+def _quiet_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "ZEROGRAD_CACHE_DIR"}
+
+
+def _hostile_repository(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """issue 42: a repository that commits `.zerograd_cache/CACHEDIR.TAG` as a link to a file of
+    the user's and `.zerograd_cache/.gitignore` as a dangling link (what it would create)."""
+    repo = tmp_path / "repo"
+    shutil.copytree(SPLIT, repo)
+    (repo / "pyproject.toml").write_text("[tool.zerograd]\n")
+    folder = repo / ".zerograd_cache"
+    folder.mkdir()
+    victim, created = tmp_path / "victim", tmp_path / "created"
+    victim.write_text("precious\n")
+    (folder / "CACHEDIR.TAG").symlink_to(victim)
+    (folder / ".gitignore").symlink_to(created)
+    return repo, victim, created
+
+
+def _lsp_diagnostics(repo: Path, path: Path) -> list[str]:
+    """The codes `zerograd server` publishes for `path`, opened as it is on disk."""
+    import select
+    import time
+
+    def frame(message: dict[str, object]) -> bytes:
+        body = json.dumps(message).encode()
+        return b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+    opened = {"textDocument": {"uri": path.as_uri(), "languageId": "python", "version": 1, "text": path.read_text()}}
+    process = subprocess.Popen([sys.executable, "-m", "zerograd", "server"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=repo, env=_quiet_env())
+    assert process.stdin is not None and process.stdout is not None
+    for message in ({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                     "params": {"capabilities": {}, "processId": None, "rootUri": repo.as_uri()}},
+                    {"jsonrpc": "2.0", "method": "initialized", "params": {}},
+                    {"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": opened}):
+        process.stdin.write(frame(message))
+    process.stdin.flush()
+    received, deadline = b"", time.time() + 60
+    while time.time() < deadline and b"publishDiagnostics" not in received:
+        if select.select([process.stdout], [], [], 0.2)[0]:
+            received += os.read(process.stdout.fileno(), 1 << 16)
+    process.stdin.write(frame({"jsonrpc": "2.0", "method": "exit"}))
+    process.stdin.close()
+    process.wait(timeout=20)
+    answers = [json.loads(part.split(b"\r\n\r\n", 1)[1]) for part in received.split(b"Content-Length")[1:]]
+    (published,) = [a for a in answers if a.get("method") == "textDocument/publishDiagnostics"]
+    return [d["code"] for d in published["params"]["diagnostics"]]
+
+
+@pytest.mark.parametrize("route", ["cli", "flake8", "server"])
+def test_a_repository_cannot_make_any_route_write_through_its_cache_folder(tmp_path: Path, route: str) -> None:
+    """issue 42: `zerograd .`, flake8 and the editor each overwrote the link's target and created
+    the dangling link's (markers were written with open(..., "w"), which follows links). Now a
+    cache folder that holds links is not used: the findings of a run without a cache, nothing
+    written in or through the folder."""
+    repo, victim, created = _hostile_repository(tmp_path)
+    train = repo / "train_leak.py"
+    if route == "cli":
+        run = subprocess.run([sys.executable, "-m", "zerograd", "train_leak.py"], capture_output=True, cwd=repo,
+                             env=_quiet_env(), timeout=120)
+        assert run.stdout.decode().count(": ZG001") == 1 and run.returncode == 1
+        assert run.stderr.decode().count("zerograd: warning: the cache folder") == 1, run.stderr
+    elif route == "flake8":
+        run = subprocess.run([sys.executable, "-m", "flake8", "--select", "ZG", "train_leak.py"], capture_output=True,
+                             cwd=repo, env=_quiet_env(), timeout=120)
+        assert run.stdout.decode().count(" ZG001 ") == 1 and b"Traceback" not in run.stderr
+    else:
+        assert _lsp_diagnostics(repo, train) == ["ZG001"]
+    assert victim.read_text() == "precious\n" and not os.path.lexists(created)
+    assert sorted(os.listdir(repo / ".zerograd_cache")) == [".gitignore", "CACHEDIR.TAG"]
+
+
+def _sign_like_before(entry: Path, payload: bytes) -> None:
+    """An entry as a repository can forge it: the body's sha256 on the first line (what the
+    cache checked before issue 42; anyone can compute it)."""
+    import hashlib
+
+    entry.write_bytes(hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+
+
+def test_a_forged_entry_is_a_miss(capsys: pytest.CaptureFixture[str], split: Path) -> None:
+    """issue 42: an entry whose checksum holds but which nobody on this machine wrote replaced
+    three real findings by one fake one carrying raw terminal escapes. Entries carry an HMAC
+    under the user's own key: a forged one is a miss, and the real findings are printed."""
+    folder = split.parent / ".zerograd_cache"
+    cold = cli(capsys, "split")
+    for entry in sorted((folder / "file").glob("*.json")):
+        body = json.loads(entry.read_bytes().partition(b"\n")[2])
+        body["findings"] = [["ZG001", "\x1b[31mforged\x1b[0m", 1, 0, 1, 1, None, None]]
+        _sign_like_before(entry, json.dumps(body, separators=(",", ":")).encode())
+    assert cli(capsys, "split") == cold
+    assert "forged" not in cli(capsys, "split")[1]
+
+
+def test_the_key_is_the_users_own(capsys: pytest.CaptureFixture[str], split: Path, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key is made on first use with mode 0600; a key others can write is not trusted (one
+    warning, a run without a cache)."""
+    import stat
+
+    from zerograd.project import key
+
+    folder = tmp_path / "keys"
+    monkeypatch.setenv("ZEROGRAD_KEY_DIR", str(folder))
+    key.secret.cache_clear()
+    cold = cli(capsys, "split")
+    assert stat.S_IMODE((folder / "key").stat().st_mode) == 0o600 and os.listdir(folder) == ["key"]
+    (folder / "key").chmod(0o666)
+    key.secret.cache_clear()
+    zerograd.project.cache._warned.clear()
+    code, out, err = cli(capsys, "split")
+    assert (code, out) == cold[:2] and err.count("zerograd: warning: the cache key") == 1, err
+    key.secret.cache_clear()
+
+
+@pytest.mark.parametrize("where", ["~", "/tmp/elsewhere", "../outside"])
+def test_cache_dir_from_the_project_stays_in_the_project(capsys: pytest.CaptureFixture[str], split: Path,
+                                                         where: str) -> None:
+    """issue 42: `cache-dir = "~"` in a checked repository's pyproject.toml wrote CACHEDIR.TAG
+    and a `*` .gitignore into the home folder. A folder outside the project comes only from
+    the command line or the environment; in the project's config it is a bad value."""
+    (split.parent / "pyproject.toml").write_text(f'[tool.zerograd]\ncache-dir = "{where}"\n')
+    code, out, err = cli(capsys, "split")
+    assert code == 2 and out == "" and "cache-dir" in err and "inside the project" in err, err
+
+
+def test_a_cache_folder_reached_through_a_link_or_tracked_by_git_is_not_used(
+        capsys: pytest.CaptureFixture[str], split: Path, tmp_path: Path) -> None:
+    root = split.parent
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.mkdir()
+    (root / "linked").symlink_to(outside)
+    (root / "pyproject.toml").write_text('[tool.zerograd]\ncache-dir = "linked/cache"\n')
+    code, out, err = cli(capsys, "split")
+    assert code == 1 and out.count("ZG00") == 2 and "outside its project" in err, err
+    assert os.listdir(outside) == []
+
+    (root / "pyproject.toml").write_text("[tool.zerograd]\n")
+    folder = root / ".zerograd_cache"
+    folder.mkdir()
+    (folder / "shipped").write_text("x")
+    for command in (["init", "-q"], ["add", "-f", ".zerograd_cache/shipped"]):
+        subprocess.run(["git", *command], cwd=root, check=True, capture_output=True)
+    zerograd.project.cache._warned.clear()
+    code, out, err = cli(capsys, "split")
+    assert code == 1 and out.count("ZG00") == 2 and "tracked by git" in err, err
+    assert os.listdir(folder) == ["shipped"]

@@ -13,7 +13,7 @@ from .analysis.rules import RULES, rule_page
 from .io.config import Config, ConfigError, Selection, discover_config, parse_codes
 from .io.files import FileResult, check_bytes, lint_paths
 from .io.report import DESCRIBED, FORMATS, statistics, summary
-from .project.cache import Cache, cache_folder
+from .project.cache import Cache, project_cache
 from .version import __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -82,8 +82,8 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         print(f"zerograd: error: {error}", file=sys.stderr)
         return EXIT_ERROR
     files = [p for p in args.paths if p != "-"]
-    cache = None if args.no_cache else Cache(cache_folder(args.cache_dir, config.cache_dir, str(config.root)),
-                                             config.settings)
+    cache = None if args.no_cache else project_cache(args.cache_dir, config.cache_dir, str(config.root),
+                                                     config.settings)
     jobs = max(1, args.jobs)
     if args.fix or args.diff:
         changed = _fix(files, config, args, cache, jobs)

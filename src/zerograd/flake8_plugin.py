@@ -17,11 +17,14 @@ import ast
 import os
 from collections.abc import Iterator, Sequence
 from functools import cache
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from .analysis.model import Finding, Settings
 from .io.config import Config, settings_from
 from .version import __version__
+
+if TYPE_CHECKING:
+    from .project.cache import Cache
 
 Result = tuple[int, int, str, type]
 
@@ -85,14 +88,13 @@ class ZeroGradPlugin:
         """The file's findings in its project, as the CLI gives them; None when flake8's text
         cannot be given the file's encoding (then it is analysed alone)."""
         from .io.files import encoded, lint_paths
-        from .project.cache import Cache
 
         data = encoded("".join(self.lines))
         if data is None:
             return None
-        folder = _cache_folder(os.path.dirname(os.path.abspath(self.filename)))
         results = lint_paths([self.filename], settings, 1, config or Config(), describe=False,
-                             cache=Cache(folder, settings), overrides={self.filename: data})
+                             cache=_cache(os.path.dirname(os.path.abspath(self.filename)), settings),
+                             overrides={self.filename: data})
         mine = [result for result in results if result.path == self.filename]
         return mine[0].findings if mine and mine[0].error is None else None
 
@@ -110,11 +112,11 @@ def _config(folder: str) -> Optional[Config]:
         return None
 
 
-def _cache_folder(folder: str) -> str:
-    """Where the CLI run from the same place keeps its cache (config found from the file up; the
+def _cache(folder: str, settings: Settings) -> Cache:
+    """The cache the CLI run from the same place uses (config found from the file up; the
     environment read each time, as the CLI reads it)."""
-    from .project.cache import cache_folder
+    from .project.cache import project_cache
 
     config = _config(folder)
     root = str(config.root) if config is not None else os.getcwd()
-    return cache_folder(None, config.cache_dir if config is not None else None, root)
+    return project_cache(None, config.cache_dir if config is not None else None, root, settings)

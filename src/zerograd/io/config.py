@@ -157,6 +157,14 @@ def _read_toml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read: {error}") from error
 
 
+def _inside(folder: str) -> bool:
+    """Whether a relative folder name stays below the folder it is relative to (as written:
+    links are the cache's own check, project/cache.py)."""
+    normal = os.path.normpath(folder)
+    return not (os.path.isabs(normal) or folder.startswith("~") or normal in (".", "..") or normal.startswith(".." + os.sep)
+                or os.path.splitdrive(normal)[0])
+
+
 def load_config(path: Path) -> Config:
     table = _read_toml(path).get("tool", {}).get("zerograd", {})
     if not isinstance(table, dict):
@@ -171,6 +179,9 @@ def load_config(path: Path) -> Config:
         elif key == "cache-dir":
             if not isinstance(value, str) or not value:
                 raise ConfigError(f"{where}: expected a folder name, got {value!r}")
+            if not _inside(value):  # a repository's config must not aim the run's writes anywhere
+                raise ConfigError(f"{where}: expected a folder inside the project, got {value!r} (a folder "
+                                  "elsewhere is chosen with --cache-dir or ZEROGRAD_CACHE_DIR)")
             values["cache_dir"] = value
         elif key == "respect-gitignore":
             if not isinstance(value, bool):

@@ -4,18 +4,23 @@ run over an unchanged tree parses nothing.
 
 Two kinds of entry, one small file each: a file's findings, with the (path, hash) of the modules
 it was linked with (none when it was analysed alone), and a project's plan (which modules are
-linked, project.py). Each entry carries a checksum of its body and the key it was written
-under: one that cannot be read, fails its checksum or answers another key is a miss, and the
-run rewrites it. Writes go to a temporary file in the same folder that os.replace puts in place,
-so a reader sees the old entry or the new one, never part of either: with -j N (only the parent
-process writes) and with two runs at once.
+linked, project.py). Each entry carries an HMAC of its body, under a key kept in the user's own
+cache folder (key.py), and the key it was written under: one that cannot be read, fails its
+HMAC or answers another key is a miss, and the run rewrites it. A repository can ship a cache
+folder; an entry nobody on this machine wrote fails the HMAC, and a folder that holds links, is
+tracked by git or lies outside the project it came from is not used at all (usable()).
+Writes go to a temporary file in the same folder that os.replace puts in place, so a reader
+sees the old entry or the new one, never part of either: with -j N (only the parent process
+writes) and with two runs at once.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import hmac
 import json
+import mmap
 import os
 import stat
 import sys
@@ -29,8 +34,9 @@ from ..analysis.model import Finding, Settings, Span
 from ..analysis.rules import FIXABLE
 from ..front.outline import Outline
 from ..version import __version__
+from . import key as keys
 
-FORMAT = 2  # of the entries; bumped when their layout changes
+FORMAT = 3  # of the entries; bumped when their layout changes
 # An entry is refused when larger than this plus ENTRY_PER_BYTE bytes per byte of what it
 # describes (the file, the module's text, the plan's list of paths): a repository can ship a
 # cache folder, and an entry replaced by /dev/zero or a huge file must not be read whole.
@@ -84,13 +90,24 @@ class Entry:
     skipped: list[str]  # what the file holds that was not checked (a notebook's bash cells)
 
 
+def project_cache(flag: Optional[str], configured: Optional[str], root: str, settings: Settings) -> Cache:
+    """The cache a run uses (cache_folder); one that comes from the project, not from the
+    user, must stay inside the project."""
+    chosen = flag or os.environ.get(ENV)
+    return Cache(cache_folder(flag, configured, root), settings, None if chosen else root)
+
+
 class Cache:
-    def __init__(self, folder: str, settings: Settings) -> None:
+    def __init__(self, folder: str, settings: Settings, project: Optional[str] = None) -> None:
+        """`project`: the root of the project the folder's name came from (its config, or the
+        default name), which the folder must not leave; None: the user chose it."""
         self.folder = folder
+        self.project = project
         self.scope = content_hash(f"{build_id()}\0{settings!r}".encode())
         self.writable = True
         self.ready: set[str] = set()  # folders made (and the root marked) by this instance
         self._usable: Optional[bool] = None
+        self._key = b""
 
     # --- findings ---------------------------------------------------------------------------
 
@@ -168,7 +185,7 @@ class Cache:
             return None
         check, _, payload = data.partition(b"\n")
         try:
-            if content_hash(payload) != check.decode("ascii"):
+            if not hmac.compare_digest(self._sign(payload), check):
                 return None
             body = json.loads(payload)
         except (ValueError, RecursionError):
@@ -201,20 +218,21 @@ class Cache:
             os.close(handle)
 
     def usable(self) -> bool:
-        """Whether the folder is the cache's own: not a symlink to somewhere outside the folder
-        it sits in (a repository can ship `.zerograd_cache` as a link to any folder)."""
+        """Whether the folder can be trusted with the run's writes (reads are authenticated
+        anyway): once per folder and process."""
         if self._usable is None:
-            parent = os.path.realpath(os.path.dirname(os.path.abspath(self.folder)))
-            real = os.path.realpath(self.folder)
-            self._usable = os.path.commonpath([parent, real]) == parent if os.path.islink(self.folder) else True
-            for kind in ("file", "plan", "outline"):
-                inner = os.path.join(self.folder, kind)
-                if os.path.islink(inner) and os.path.commonpath([real, os.path.realpath(inner)]) != real:
-                    self._usable = False
-            if not self._usable:
+            key = keys.secret(keys.key_folder())
+            why = key if isinstance(key, str) else _distrust(self.folder, self.project)
+            self._usable = why is None
+            if why is not None:
                 self.writable = False
-                self._warn(f"the cache folder {self.folder} links outside its folder; running without a cache")
+                self._warn(f"{why}; running without a cache")
+            else:
+                self._key = key if isinstance(key, bytes) else b""
         return self._usable
+
+    def _sign(self, payload: bytes) -> bytes:
+        return hmac.new(self._key, payload, hashlib.sha256).hexdigest().encode()
 
     def _warn(self, text: str) -> None:
         if self.folder not in _warned:
@@ -231,7 +249,7 @@ class Cache:
             handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
             try:
                 with os.fdopen(handle, "wb") as out:
-                    out.write(content_hash(payload).encode() + b"\n" + payload)
+                    out.write(self._sign(payload) + b"\n" + payload)
                 os.replace(temporary, target)
             except BaseException:
                 os.unlink(temporary)
@@ -242,17 +260,87 @@ class Cache:
 
     def _prepare(self, folder: str) -> None:
         """The entry folder, and in the cache's root a `.gitignore` with `*` (the folder never
-        shows up in `git status`) and a CACHEDIR.TAG (backup tools skip it); once per run."""
+        shows up in `git status`) and a CACHEDIR.TAG (backup tools skip it); once per run. The
+        markers are only ever created, never rewritten, and never through a link."""
         if folder in self.ready:
             return
         os.makedirs(folder, exist_ok=True)
         self.ready.add(folder)
-        ignore = os.path.join(self.folder, ".gitignore")
-        if not os.path.exists(ignore):
-            with open(ignore, "w") as out:
-                out.write("# Automatically created by zerograd.\n*\n")
-            with open(os.path.join(self.folder, "CACHEDIR.TAG"), "w") as out:
-                out.write("Signature: 8a477f597d28d172789f06886806bc55\n# zerograd's cache\n")
+        for name, text in MARKERS.items():
+            try:
+                handle = os.open(os.path.join(self.folder, name), _CREATE_FLAGS, 0o644)
+            except FileExistsError:
+                continue
+            with os.fdopen(handle, "w") as out:
+                out.write(text)
+
+
+MARKERS = {".gitignore": "# Automatically created by zerograd.\n*\n",
+           "CACHEDIR.TAG": "Signature: 8a477f597d28d172789f06886806bc55\n# zerograd's cache\n"}
+KINDS = ("file", "plan", "outline")
+_CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+_trust: dict[tuple[str, Optional[str]], Optional[str]] = {}  # folder, project -> why not trusted
+
+
+def _distrust(folder: str, project: Optional[str]) -> Optional[str]:
+    """Why the run must not write into `folder`, or None. A link in the folder's own entries
+    (markers, entry folders) would take a write anywhere; a folder the project named must
+    resolve inside the project, not be a link itself and not be tracked by git (a repository
+    can commit one)."""
+    if (folder, project) not in _trust:
+        _trust[folder, project] = _why_not(folder, project)
+    return _trust[folder, project]
+
+
+def _why_not(folder: str, project: Optional[str]) -> Optional[str]:
+    real = os.path.realpath(folder)
+    if project is not None:
+        inside = os.path.realpath(project)
+        if os.path.commonpath([inside, real]) != inside or os.path.islink(folder):
+            return f"the cache folder {folder} links or lies outside its project"
+        if _tracked(folder):
+            return f"the cache folder {folder} is tracked by git"
+    elif os.path.islink(folder):
+        parent = os.path.realpath(os.path.dirname(os.path.abspath(folder)))
+        if os.path.commonpath([parent, real]) != parent:
+            return f"the cache folder {folder} links outside its folder"
+    if any(os.path.islink(os.path.join(folder, name)) for name in (*MARKERS, *KINDS)):
+        return f"the cache folder {folder} holds links"
+    return None
+
+
+def _tracked(folder: str) -> bool:
+    """Whether git's index names a file in `folder`, read from the index itself: running git
+    on a repository someone else made would run what its config says (core.fsmonitor). The
+    path is looked for as it is written in index versions 2 and 3 (git's default); a path
+    elsewhere holding the same text only makes the cache unused, never trusted."""
+    top = os.path.dirname(os.path.abspath(folder))
+    for _ in range(64):
+        index = os.path.join(top, ".git", "index")
+        if os.path.isdir(os.path.join(top, ".git")):
+            relative = os.path.relpath(os.path.abspath(folder), top).replace(os.sep, "/")
+            return _holds(index, relative.encode("utf-8", "surrogateescape") + b"/")
+        if os.path.dirname(top) == top:
+            return False
+        top = os.path.dirname(top)
+    return False
+
+
+def _holds(path: str, text: bytes) -> bool:
+    try:
+        handle = os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(handle).st_mode):
+            return False
+        with os.fdopen(handle, "rb", closefd=False) as stream, mmap.mmap(stream.fileno(), 0,
+                                                                         access=mmap.ACCESS_READ) as data:
+            return data.find(text) >= 0
+    except (OSError, ValueError):  # ValueError: an empty file cannot be mapped
+        return False
+    finally:
+        os.close(handle)
 
 
 def _text_hash(text: str) -> str:
