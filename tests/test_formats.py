@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 
 from zerograd.analysis.model import Finding, Span
-from zerograd.io.report import github
+from zerograd.io.report import github, text
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "fixtures" / "reports"
@@ -68,3 +68,21 @@ def test_explain_prints_the_rule_page() -> None:
     assert result.stdout.decode().startswith("# ZG003 accumulation-frequency-mismatch\n")
     unknown = run("--explain", "ZG999")
     assert unknown.returncode == 2 and b"unknown rule" in unknown.stderr
+
+
+@pytest.mark.parametrize("fmt", ["text", "github"])
+def test_control_characters_from_the_repository_are_escaped(tmp_path: Path, fmt: str) -> None:
+    """issue 42: a newline or an escape sequence in a file name forged a finding line or
+    coloured the terminal. A file name comes from the repository being checked: every control
+    character in it is printed as its escape, and so is one in a message."""
+    name = "evil\n\x1b[2J\u202e.py"
+    (tmp_path / name).write_text((ROOT / "examples" / "train.py").read_text())
+    done = subprocess.run([sys.executable, "-m", "zerograd", "--format", fmt, "--no-cache", name],
+                          capture_output=True, cwd=tmp_path, timeout=120)
+    out = done.stdout.decode()
+    assert done.returncode == 1 and out.count("\n") == 3, out  # three findings, three lines
+    assert not any(c in out.replace("\n", "") for c in "\x1b\r\u202e")
+    assert out.count("evil\\n\\x1b[2J\\u202e.py" if fmt == "text" else "evil%0A\\x1b[2J\\u202e.py") == 3
+    quoted = Finding("ZG001", "gradients of 'opts[\"\x1b[31m\"]' are never cleared", Span(3, 4, 3, 10))
+    shown = {"text": text, "github": github}[fmt]([("a.py", quoted)])
+    assert "\x1b" not in shown and "opts[\"\\x1b[31m\"]" in shown

@@ -137,7 +137,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
 
     from .front.compact import Shared, share_whitespace
     from .front.elision import elide as cut
-    from .front.parse import kept_trees, parse_module
+    from .front.parse import Unreadable, kept_trees, parse_statement
     from .front.program import build_module
     from .front.relevance import scan_of
     from .front.sites import Chunk
@@ -156,16 +156,15 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
         shared: Optional[Shared] = {} if trees is None and source.count("\n") >= SHARE_LINES else None
         while pieces:
             text, offset, starts = pieces.pop()
-            if trees is not None:
-                module, known = trees.parse(text)
-                chunks.append(Chunk(module, offset, starts, known))
-                continue
-            module = parse_module(text)
-            if shared is not None:
+            try:
+                module, known, indents = parse_statement(text, trees)
+            except libcst.ParserSyntaxError as error:  # its line is the statement's: after `offset` lines
+                return Report([_syntax_error(source, error.message, offset + error.raw_line, error.raw_column)])
+            except Unreadable as error:
+                return Report([_syntax_error(source, error.reason, offset + error.line, error.col)])
+            if shared is not None:  # never while trees are kept (a kept tree is shared as it is)
                 share_whitespace(module, shared)
-            chunks.append(Chunk(module, offset, starts))
-    except libcst.ParserSyntaxError as error:
-        return Report([_syntax_error(source, error.message, error.raw_line, error.raw_column)])
+            chunks.append(Chunk(module, offset, starts, known, indents))
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
         return Report([_syntax_error(source, str(error) or type(error).__name__, 1, 0)])
     try:

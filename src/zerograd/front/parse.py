@@ -10,6 +10,9 @@ unchecked, which only defers the error to the re-parse every fix goes through (i
 
 A process that lints the same files again and again (the language server) remembers the trees
 (Trees): after an edit, only the top-level statements it changed are parsed again.
+
+A statement whose indentation mixes tabs and spaces in a way LibCST's tokenizer rejects and
+CPython's accepts is parsed re-indented (indentation.py, issue 42): parse_statement.
 """
 
 from __future__ import annotations
@@ -22,7 +25,10 @@ from typing import Optional
 import libcst as cst
 from libcst._nodes.base import CSTNode
 
+from .indentation import Indents, first_tab, mixes_tabs, reindented, written_column
 from .sites import Located
+
+TABS = "indentation mixes tabs and spaces in a way LibCST cannot read"
 
 _VALIDATE = CSTNode.__post_init__
 _LOCK = threading.Lock()
@@ -69,6 +75,46 @@ def keep_trees(lines: int) -> None:
 
 def kept_trees() -> Optional[Trees]:
     return _KEPT
+
+
+class Unreadable(Exception):
+    """A statement CPython reads and LibCST cannot, even re-indented: why, and where (the line
+    in the statement's text, the column in characters of that line as written)."""
+
+    def __init__(self, reason: str, line: int, col: int = 0) -> None:
+        super().__init__(reason)
+        self.reason, self.line, self.col = reason, line, col
+
+
+Parsed = tuple[cst.Module, Optional[dict[int, Located]], Optional[Indents]]
+
+
+def parse_statement(text: str, trees: Optional[Trees] = None) -> Parsed:
+    """The tree of `text`, a top-level statement CPython has parsed (the engine's scan), with
+    the positions known in it (when `trees` keeps them) and, when LibCST read it re-indented,
+    the indentation as written of the lines it changed. Raises cst.ParserSyntaxError as
+    parse_module does, or Unreadable when the re-indented text fails too."""
+    try:
+        return (*_parse(text, trees), None)
+    except cst.ParserSyntaxError:
+        # Only a mix of tabs and spaces can be the tokenizer's indentation error: any other
+        # error stays LibCST's own.
+        if not mixes_tabs(text):
+            raise
+    view = reindented(text)
+    if view is None:
+        raise Unreadable(TABS, first_tab(text)) from None
+    try:
+        return (*_parse(view[0], trees), view[1])
+    except cst.ParserSyntaxError as error:
+        # With only spaces left, this is not the indentation: say both.
+        indent = view[1].get(error.raw_line)
+        col = error.raw_column if indent is None else written_column(indent, error.raw_column)
+        raise Unreadable(f"{TABS}, and re-indented: {error.message}", error.raw_line, col) from None
+
+
+def _parse(text: str, trees: Optional[Trees]) -> tuple[cst.Module, Optional[dict[int, Located]]]:
+    return trees.parse(text) if trees is not None else (parse_module(text), None)
 
 
 def _skip(self: CSTNode) -> None:

@@ -17,6 +17,7 @@ import libcst as cst
 from libcst.metadata import CodeRange, MetadataWrapper, PositionProvider
 
 from ..analysis.model import Span
+from .indentation import Indents, written_span
 
 KEEP_STATEMENTS = 64  # top-level statements whose sites' positions are kept
 
@@ -32,6 +33,9 @@ class Chunk:
     # Positions met before in this very tree, by statement (engine.Trees: a tree that outlives
     # one lint keeps them, and its nodes are the same sites at the next).
     known: Optional[dict[int, Located]] = None
+    # The lines LibCST read re-indented (indentation.py: tabs mixed with spaces), with their
+    # indentation as written: the columns reported are those of the lines as written.
+    indents: Optional[Indents] = None
 
 
 @dataclass
@@ -76,7 +80,8 @@ class Sites:
             self._positions[key] = (mine, _shift(chunk, top, first))
         positions, shift = self._positions[key]
         where = positions[node]
-        return Span(where.start.line + shift, where.start.column, where.end.line + shift, where.end.column)
+        span = Span(where.start.line + shift, where.start.column, where.end.line + shift, where.end.column)
+        return span if chunk.indents is None else written_span(span, chunk.indents, chunk.offset)
 
     def _located(self, chunk: Chunk, top: int, node: cst.CSTNode) -> Located:
         """The positions of the sites of statement `top`, and its first line (_positions_of)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Sequence
 from functools import cache
@@ -41,15 +42,32 @@ def rule_url(code: str) -> Optional[str]:
     return None if home is None else f"{home}/blob/v{__version__}/{RULE_PAGES}/{code}.md"
 
 
+# What a terminal or a log reader acts on rather than shows: C0 and C1 controls and DEL (a newline
+# forges a finding line, an escape sequence colours or rewrites the terminal), the line and
+# paragraph separators, and the bidirectional controls that reorder what is shown ("Trojan
+# Source"). A file name or a message carries them only from the repository being checked.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def printable(value: str) -> str:
+    """`value` with every control character written as its Python escape (`\\x1b`, `\\u202e`)."""
+    return _CONTROL.sub(_escaped, value) if _CONTROL.search(value) else value
+
+
+def _escaped(match: re.Match[str]) -> str:
+    return repr(match.group())[1:-1]
+
+
 def _where(path: str, f: Finding) -> str:
     if f.cell is not None:
-        return f"{path}:cell_{f.cell[0]}:{f.cell[1]}:{f.col + 1}"
-    return f"{path}:{f.line}:{f.col + 1}"
+        return f"{printable(path)}:cell_{f.cell[0]}:{f.cell[1]}:{f.col + 1}"
+    return f"{printable(path)}:{f.line}:{f.col + 1}"
 
 
 def text(findings: Sequence[Located]) -> str:
     """`path:line:col: CODE message`, with ruff's `[*]` after the code when --fix can repair it."""
-    return "".join(f"{_where(path, f)}: {f.code}{' [*]' if f.fix else ''} {f.message}\n" for path, f in findings)
+    return "".join(f"{_where(path, f)}: {f.code}{' [*]' if f.fix else ''} {printable(f.message)}\n"
+                   for path, f in findings)
 
 
 def summary(findings: Sequence[Located]) -> str:
@@ -170,7 +188,8 @@ def _cell_message(f: Finding) -> str:
 
 
 def _escape_data(value: str) -> str:
-    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """GitHub's escapes for what it reads, then ours for what a log viewer would act on."""
+    return printable(value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def _escape_property(value: str) -> str:
