@@ -224,3 +224,57 @@ def test_a_killed_fix_leaves_every_file_whole_and_the_next_run_no_temporary_file
         assert again.returncode == 0, again.stderr.decode()
         assert all((folder / f"train_{n}.py").read_bytes() == fixed for n in range(40))
         assert sorted(p.name for p in folder.glob(".*.tmp")) == [foreign.name]
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """The CLI in this process (a subprocess per case costs a second of imports)."""
+    from zerograd.cli import main
+
+    code = main(["--no-cache", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+# Characters str.splitlines() ends a line at and CPython's tokenizer (and LibCST) do not.
+ODD_ENDS = ["\f", "\x0b", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029"]
+STEP_WITHOUT_CLEAR = "from torch import optim\n# a{}b\nfor b in loader:\n    loss.backward()\n    optimizer.step(){}\n"
+
+
+@pytest.mark.parametrize("char", ODD_ENDS, ids=lambda c: f"U+{ord(c):04X}")
+def test_a_line_end_only_str_splitlines_knows_moves_no_line(tmp_path: Path, char: str,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 42 item 8: such a character in a comment shifted the lines the engine reported, so
+    the `# noqa` below it was read on the wrong line and the fix "did not hold"."""
+    (tmp_path / "quiet.py").write_text(STEP_WITHOUT_CLEAR.format(char, "  # noqa: ZG001"), encoding="utf-8")
+    assert cli(capsys, str(tmp_path / "quiet.py")) == (0, "", "")
+    target = tmp_path / "t.py"
+    target.write_text(STEP_WITHOUT_CLEAR.format(char, ""), encoding="utf-8")
+    code, out, _ = cli(capsys, str(target))
+    assert (code, out.split(" ")[0]) == (1, f"{target}:5:5:")
+    code, out, err = cli(capsys, "--fix", str(target))
+    assert (code, out) == (0, ""), err
+    assert target.read_text(encoding="utf-8") == STEP_WITHOUT_CLEAR.format(char, "").replace(
+        "    loss", "    optimizer.zero_grad()\n    loss")
+
+
+@pytest.mark.parametrize("source", [
+    "from torch import optim\nfor b in loader:\n\f    loss.backward()\n    optimizer.zero_grad()\n    optimizer.step()\n",
+    "from torch import optim\nfor b in loader:\n    loss.backward()\n\f    optimizer.zero_grad()\n    optimizer.step()\n",
+    "from torch import optim\n\f\nfor b in loader:\n    loss.backward()\n    optimizer.zero_grad()\n    optimizer.step()\n",
+    "from torch import optim\nfor b in loader:\n    \f# c\n    loss.backward()\n    optimizer.step()\n",
+    "from torch import optim\nfor b in loader:\n\f    loss.backward()\n    optimizer.step()\n",
+    "from torch import optim\nfor b in loader:\n        \f    loss.backward()\n    optimizer.step()\n",
+], ids=["before-backward", "before-clear", "alone", "before-comment", "insert-at", "reset-indent"])
+def test_a_form_feed_at_the_start_of_a_line_is_indentation_as_cpython_reads_it(source: str) -> None:
+    """CPython's tokenizer resets the column at a form feed in indentation: the line
+    `\\f    loss.backward()` is indented by four. A fix indented after it must be too."""
+    import ast
+
+    ast.parse(source)
+    outcome = fix_source(source)
+    assert len(outcome.fixed) == 1 and not outcome.warnings
+    assert not lint_source(outcome.source)
+    moved = "\f    optimizer.zero_grad()" in source  # a moved line is indented anew
+    assert outcome.source.count("\f") == source.count("\f") - moved
+    assert outcome.source.count("\n") == source.count("\n") + (outcome.fixed[0].code == "ZG001")
+

@@ -19,6 +19,7 @@ from .analysis.model import Finding, Settings, Span, calls_of
 from .analysis.rules import CLEAR_KINDS, HOOK_KINDS, Hook, code_for, message
 from .analysis.summaries import CapReached
 from .analysis.verdicts import Verdict
+from .front.lines import split_lines
 from .knowledge.frameworks import ALONE, HOOKS, Outside, named
 
 SHARE_LINES = 10_000  # a file this long shares its whitespace nodes (compact.py)
@@ -180,7 +181,7 @@ def chunk_source(source: str, firsts: list[int]) -> list[tuple[str, int, tuple[i
     100k-line file costs far more than 100 files of 1k lines), blank lines cost it as much as
     short statements, and a statement parsed on its own is found again after an edit elsewhere
     (parse.Trees)."""
-    lines = source.splitlines(keepends=True)
+    lines = split_lines(source, keepends=True)  # numbered as `firsts` are, by CPython
     starts = sorted(set(firsts)) or [0]  # no statement: one piece, of comments
     cuts = [0, *(first - 1 for first in starts[1:]), len(lines)]
     pieces: list[tuple[str, int, tuple[int, ...]]] = []

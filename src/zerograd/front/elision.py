@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .relevance import LINE, ODD_ENDS, Def, Lines, Scan
+from .lines import LINE
+from .relevance import ODD_ENDS, Def, Lines, Scan
 
 MIN_LINES = 3  # a shorter body is not worth cutting
 

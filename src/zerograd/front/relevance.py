@@ -36,6 +36,7 @@ from ..knowledge.optimizers import (
     is_optimizer_callee,
     is_scaler_callee,
 )
+from .lines import LINE
 from .outline import Outline, closure
 
 # Nodes with nothing to record under them (a Call reads its own name and arguments).
@@ -44,7 +45,6 @@ _LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, as
 _LEAF_TYPES = frozenset(t for base in _LEAVES for t in (base, *base.__subclasses__()))
 _VISITED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Import, ast.ImportFrom,
                       ast.Assign, ast.AnnAssign, ast.AugAssign})
-LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 # Characters str.splitlines() takes for line ends and CPython does not: with one of them in the
 # text, the engine's chunks count lines differently, so the text is left whole.
 ODD_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")

@@ -78,7 +78,7 @@ def check_source(source: str, settings: Settings, describe: bool = True,
     except Exception as error:  # noqa: BLE001 - a bug must not stop the run (ZG901)
         reason = f"{type(error).__name__}: {error}".strip().splitlines()[0]
         return [Finding("ZG901", message("ZG901", reason), Span(1, 0, 1, 0))]
-    return unsuppressed(findings, source.splitlines()) if findings else []
+    return unsuppressed(findings, source) if findings else []
 
 
 def check_bytes(path: str, data: bytes, settings: Settings, describe: bool = True,

@@ -26,6 +26,7 @@ from ..analysis.model import Finding, Settings
 from ..analysis.rules import FIXABLE
 from ..engine import lint_source
 from ..front.conditions import classify
+from ..front.lines import split_lines
 from ..front.naming import receiver_key
 from ..front.parse import parse_module
 from ..front.walk import calls_in
@@ -102,7 +103,7 @@ class Planner:
 
     def __init__(self, source: str) -> None:
         self.source = source
-        self.lines = source.splitlines(keepends=True)
+        self.lines = split_lines(source, keepends=True)
         self.starts = _top_lines(source)
         self._pieces: dict[int, _Piece] = {}
         self.statements: list[_Statement] = []
@@ -251,7 +252,7 @@ def _written(node: cst.BaseExpression) -> Optional[str]:
 
 
 def _own_text(source: str, statement: _Statement) -> str:
-    lines = source.splitlines(keepends=True)[statement.first - 1: statement.last]
+    lines = split_lines(source, keepends=True)[statement.first - 1: statement.last]
     return "".join(lines).strip()
 
 
@@ -262,7 +263,7 @@ def apply(source: str, edit: Edit) -> str:
 def apply_all(source: str, edits: Sequence[Edit]) -> str:
     """`edits` applied together, from the bottom up (an edit moves no line above it); their
     spans (_span) must not interleave."""
-    lines = source.splitlines(keepends=True)
+    lines = split_lines(source, keepends=True)
     for edit in sorted(edits, key=_span, reverse=True):
         _apply(lines, edit)
     return "".join(lines)
@@ -270,9 +271,9 @@ def apply_all(source: str, edits: Sequence[Edit]) -> str:
 
 def _apply(lines: list[str], edit: Edit) -> None:
     anchor = lines[edit.indent_from - 1]
-    indent = anchor[: len(anchor) - len(anchor.lstrip(" \t"))]
+    indent = _indentation(anchor)
     ending = "\r\n" if anchor.endswith("\r\n") else "\r" if anchor.endswith("\r") else "\n"
-    new = [indent + line.strip("\r\n") + ending for line in _reindent(edit.text, indent).splitlines()]
+    new = [indent + line + ending for line in split_lines(_reindent(edit.text, indent))]
     position = edit.line if edit.after else edit.line - 1
     if lines and not lines[-1].endswith(("\n", "\r")) and position >= len(lines):
         lines[-1] += ending
@@ -283,9 +284,17 @@ def _apply(lines: list[str], edit: Edit) -> None:
         del lines[first - 1 + shift: last + shift]
 
 
+def _indentation(line: str) -> str:
+    """The indentation of `line` as CPython reads it: a form feed in it sets the column back to
+    0 (the tokenizer's "for Emacs users"), so `\\f    x` is indented by four and only what
+    follows the last form feed is copied."""
+    leading = line[: len(line) - len(line.lstrip(" \t\f"))]
+    return leading.rpartition("\f")[2]
+
+
 def _reindent(text: str, indent: str) -> str:
     """Continuation lines of a multi-line statement keep their relative indentation."""
-    lines = text.splitlines()
+    lines = split_lines(text)
     return "\n".join([lines[0], *(indent + line.lstrip() if line.strip() else line for line in lines[1:])])
 
 
@@ -393,11 +402,9 @@ def try_fix(source: str, finding: Finding, findings: list[Finding], settings: Se
 
 def _top_lines(source: str) -> list[int]:
     """The first line of each top-level statement: the planner's pieces. One piece when the
-    text does not parse, or counts lines otherwise than str.splitlines."""
-    from ..front.relevance import ODD_ENDS, scan_text
+    text does not parse."""
+    from ..front.relevance import scan_text
 
-    if ODD_ENDS.search(source):
-        return [1]
     try:
         return sorted(set(scan_text(source, walk=False).starts)) or [1]  # the statements' lines only
     except (SyntaxError, ValueError, RecursionError, MemoryError):

@@ -18,6 +18,7 @@ from functools import cached_property
 from typing import Any, Callable, Optional
 
 from ..analysis.model import Finding
+from ..front.lines import split_lines
 
 
 class NotebookError(ValueError):
@@ -67,7 +68,7 @@ def read_notebook(text: str) -> Notebook:
         source = cell.get("source", "")
         text_of_cell = "".join(source) if isinstance(source, list) else str(source)
         starts.append((len(lines) + 1, number))
-        cell_lines = text_of_cell.splitlines()
+        cell_lines = split_lines(text_of_cell)
         magic = foreign_cell_magic(cell_lines)
         if magic is not None:
             skipped.append((number, magic))

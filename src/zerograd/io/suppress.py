@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 
 from ..analysis.model import Finding
+from ..front.lines import split_lines
 
 NOQA_INLINE = re.compile(r"# noqa(?::[\s]?(?P<codes>([A-Z]+[0-9]+(?:[,\s]+)?)+))?", re.IGNORECASE)
 _SEPARATORS = re.compile(r"[,\s]")
@@ -23,7 +24,10 @@ def is_suppressed(code: str, physical_line: str) -> bool:
     return code in codes or code.startswith(codes)
 
 
-def unsuppressed(findings: Sequence[Finding], lines: Sequence[str]) -> list[Finding]:
+def unsuppressed(findings: Sequence[Finding], source: str) -> list[Finding]:
+    """The findings of `source` that no `# noqa` on their line silences; lines counted as the
+    engine counts them (split_lines: a form feed in a comment above ends no line)."""
+    lines = split_lines(source)
     kept = []
     for finding in findings:
         line = lines[finding.line - 1] if 0 < finding.line <= len(lines) else ""

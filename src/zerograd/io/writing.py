@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ..analysis.model import Finding, Settings
+from ..front.lines import split_lines
 from .files import read_file
 from .notebook import Notebook, NotebookError, read_notebook
 
@@ -41,7 +42,7 @@ class FixResult:
 
     def diff(self) -> str:
         lines = difflib.unified_diff(
-            self.before.splitlines(keepends=True), self.after.splitlines(keepends=True),
+            split_lines(self.before, keepends=True), split_lines(self.after, keepends=True),
             fromfile=f"a/{self.path}", tofile=f"b/{self.path}",
         )
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
@@ -170,11 +171,11 @@ def fix_notebook(path: str, data: bytes, settings: Settings) -> tuple[FixResult,
 def _update_cells(cells: list[Any], notebook: Notebook, fixed: str) -> None:
     """Give each cell whose lines changed its new source; untouched cells keep theirs."""
     owners = _line_owners(notebook)
-    old_lines = notebook.source.splitlines()
-    new_lines = fixed.splitlines()
+    old_lines = split_lines(notebook.source)  # as read_notebook split the cells
+    new_lines = split_lines(fixed)
     per_cell: dict[int, list[str]] = {}
     originals = {n: "".join(c["source"]) if isinstance(c["source"], list) else c["source"] for n, c in enumerate(cells, 1)}
-    kept_text = {n: originals[n].splitlines() for n in originals}
+    kept_text = {n: split_lines(originals[n]) for n in originals}
     changed: set[int] = set()
     matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
     for tag, a1, a2, b1, b2 in matcher.get_opcodes():
@@ -197,14 +198,14 @@ def _update_cells(cells: list[Any], notebook: Notebook, fixed: str) -> None:
         ending = originals[number].endswith("\n")
         joined = "\n".join(lines) + ("\n" if ending else "")
         if isinstance(cell["source"], list):
-            cell["source"] = joined.splitlines(keepends=True)
+            cell["source"] = joined.splitlines(keepends=True)  # nbformat's own list: str.splitlines
         else:
             cell["source"] = joined
 
 
 def _line_owners(notebook: Notebook) -> list[Optional[tuple[int, int]]]:
     """For each line of the joined source: (cell number, line index in the cell) or None."""
-    total = len(notebook.source.splitlines())
+    total = len(split_lines(notebook.source))
     owners: list[Optional[tuple[int, int]]] = [None] * total
     starts = list(notebook.starts) + [(total + 1, 0)]  # every cell is followed by a separator
     for (start, number), (next_start, _) in zip(starts, starts[1:]):
