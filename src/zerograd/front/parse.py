@@ -28,6 +28,7 @@ from libcst._nodes.base import CSTNode
 from .indentation import Indents, first_tab, mixes_tabs, reindented, written_column
 from .sites import Located
 
+MIXED = "its indentation mixes tabs and spaces"
 TABS = "indentation mixes tabs and spaces in a way LibCST cannot read"
 
 _VALIDATE = CSTNode.__post_init__
@@ -107,10 +108,12 @@ def parse_statement(text: str, trees: Optional[Trees] = None) -> Parsed:
     try:
         return (*_parse(view[0], trees), view[1])
     except cst.ParserSyntaxError as error:
-        # With only spaces left, this is not the indentation: say both.
+        # With only spaces left the indentation is not what fails: LibCST's reason is the one
+        # to fix (a statement indented with tabs whose continuation lines align with spaces
+        # "mixes" them too, and LibCST may have failed on it for this reason from the start).
         indent = view[1].get(error.raw_line)
         col = error.raw_column if indent is None else written_column(indent, error.raw_column)
-        raise Unreadable(f"{TABS}, and re-indented: {error.message}", error.raw_line, col) from None
+        raise Unreadable(f"{error.message} (read re-indented, as {MIXED})", error.raw_line, col) from None
 
 
 def _parse(text: str, trees: Optional[Trees]) -> tuple[cst.Module, Optional[dict[int, Located]]]:
