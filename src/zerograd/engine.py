@@ -14,8 +14,8 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Protocol
 
-from .analysis.graph import TooBig
-from .analysis.model import Finding, Settings, Span, calls_of
+from .analysis.graph import MAX_NODES, TooBig
+from .analysis.model import Call, Event, Finding, Function, Loop, Node, Settings, Span, calls_of, children
 from .analysis.rules import CLEAR_KINDS, HOOK_KINDS, Hook, code_for, message
 from .analysis.summaries import CapReached
 from .analysis.verdicts import Verdict
@@ -116,7 +116,7 @@ def _inspect(source: str, settings: Settings, elide: bool, tree: Optional[ast.Mo
     try:
         return analyse(front.program, front.sites)[0]
     except RecursionError:
-        return Report([], capped=1)  # nesting too deep to walk safely: report nothing rather than guess
+        return _too_deep()
 
 
 @dataclass
@@ -171,7 +171,13 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     try:
         return Front(*build_module(chunks, settings, link, linked, outside))
     except RecursionError:
-        return Report([], capped=1)
+        return _too_deep()
+
+
+def _too_deep() -> Report:
+    """Nesting too deep to walk safely: no guess at findings, and a ZG901 that says so."""
+    reason = "not analysed: nested too deeply to walk"
+    return Report([Finding("ZG901", message("ZG901", reason), Span(1, 0, 1, 0))], capped=1)
 
 
 def chunk_source(source: str, firsts: list[int]) -> list[tuple[str, int, tuple[int, ...]]]:
@@ -206,6 +212,7 @@ def analyse(program: Program, sites: Locator) -> tuple[Report, list[tuple[int, F
     # analyse any other is dropped once it is analysed, so memory stays per function.
     called = {fid for f in program.functions for call in calls_of(f.body)
               for fid in (call.callee, *(handed for _, handed, _ in call.funcs))}
+    stopped: list[tuple[int, Finding]] = []
     for fid, function in enumerate(program.functions):
         targets = analyzer.targets(fid)
         if not targets:
@@ -216,13 +223,43 @@ def analyse(program: Program, sites: Locator) -> tuple[Report, list[tuple[int, F
         steppers += function.step_function
         try:
             found[fid] = [v for target in targets for v in _analyse_target(analyzer, fid, target)]
-        except (CapReached, TooBig, RecursionError):
-            capped += 1  # no silent budget: the scope reports nothing, and is counted
+        except (CapReached, TooBig, RecursionError) as error:
+            capped += 1  # no silent budget: the scope's verdicts are dropped, and it says so
             found[fid] = []
+            stopped.append(_not_analysed(function, error, sites))
         if fid not in called:
             analyzer.forget(fid)
-    sited = _findings(program, analyzer, found, sites)
+    sited = _findings(program, analyzer, found, sites) + stopped
+    sited.sort(key=lambda f: (f[1].line, f[1].col, f[1].code))
     return Report([finding for _, finding in sited], scopes, steppers, capped, tuple(hooked)), sited
+
+
+def _not_analysed(function: Function, error: Exception, sites: Locator) -> tuple[int, Finding]:
+    """A ZG901 for a scope a cap stopped, at its definition (a module body: its first event).
+    The verdicts reached before the cap depend on the order of the work, and a partial set
+    would read as the whole: none are kept, and the finding names the cap, which is the same
+    from run to run (graph size and work are functions of the program alone)."""
+    scope = "the module body" if function.name == "<module>" else function.name
+    if isinstance(error, TooBig):
+        large = scope if error.scope == function.name else f"{scope} calls {error.scope}, which"
+        reason = f"not analysed: {large} is too large (its flow graph passes the limit of {MAX_NODES:,} nodes)"
+    elif isinstance(error, CapReached):
+        reason = f"not analysed: {scope} has too many paths (the limit is {error.budget:,} state transfers)"
+    else:
+        reason = f"not analysed: {scope} is nested too deeply to walk"  # as _too_deep
+    site = function.site if function.site >= 0 else _first_site(function.body)
+    return site, Finding("ZG901", message("ZG901", reason), sites.locate(site))
+
+
+def _first_site(body: Node) -> int:
+    """The first event, call or loop of a scope (one that steps holds at least a step)."""
+    stack: list[Node] = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (Event, Call, Loop)):
+            return node.site
+        stack.extend(reversed(children(node)))
+    return -1
 
 
 def _analyse_target(analyzer: Analyzer, fid: int, target: str) -> list[Verdict]:

@@ -13,7 +13,11 @@ from typing import Callable, Optional
 from .keys import INVARIANT, within
 from .model import Branch, Call, Event, Function, Jump, Kind, Loop, Node, Seq, Test, Try, children
 
-MAX_NODES = 20_000  # a bigger scope is not analysed (it reports nothing, and is counted)
+# A scope whose graph would pass this many nodes is not analysed; it gets a ZG901 that says so
+# (engine.py), never silence. A training step at module level is about 6 nodes, so this is some
+# 40,000 of them (a 10,000-cell notebook is 60,000 nodes): the graph and its path states take
+# some 500 bytes a node, while the front end holds about 4 KB a line of such a scope already.
+MAX_NODES = 250_000
 Chain = tuple[int, ...]  # sites from the analysed scope down to an event: calls, then the event
 
 
@@ -199,7 +203,12 @@ class Exits:
 
 
 class TooBig(Exception):
-    pass
+    """A scope's graph passes MAX_NODES: `scope`, the function whose graph it is (the analysed
+    scope's own or a callee's)."""
+
+    def __init__(self, scope: str) -> None:
+        super().__init__(scope)
+        self.scope = scope
 
 
 class Graph:
@@ -210,9 +219,14 @@ class Graph:
         self.nodes: list[Optional[Node]] = []  # an Event, a Call, or None
         self.succ: list[list[tuple[int, object]]] = []
         self.loop_of: list[Optional[Loop]] = []  # innermost loop of the scope around each node
+        # The first node of each event's or call's site: the verdicts look up every step's loop,
+        # and a scan of the nodes for each made a scope with a step per cell quadratic.
+        self.at: dict[int, int] = {}
+        self.entered: dict[int, int] = {}  # id of a loop -> its first node (its head)
         self.cache: dict[int, Summary] = {} if cache is None else cache
         self.of_call = of_call
         self.body = function.body
+        self.name = function.name
         self.keys = _tested_twice(function.body, self.cache, of_call)
         self._loops: list[Loop] = []
         self.head = self.node()
@@ -230,11 +244,28 @@ class Graph:
 
     def node(self, item: Optional[Node] = None) -> int:
         if len(self.nodes) >= MAX_NODES:
-            raise TooBig
+            raise TooBig(self.name)
+        if isinstance(item, (Event, Call)):
+            self.at.setdefault(item.site, len(self.nodes))
         self.nodes.append(item)
         self.succ.append([])
         self.loop_of.append(self._loops[-1] if self._loops else None)
+        if self._loops:
+            self.entered.setdefault(id(self._loops[-1]), len(self.nodes) - 1)
         return len(self.nodes) - 1
+
+    def loop_around(self, site: int) -> tuple[Optional[int], Optional[Loop]]:
+        """The node of `site` (None: not in this graph) and the innermost loop around it."""
+        at = self.at.get(site)
+        return at, None if at is None else self.loop_of[at]
+
+    def backward_before(self, loop: Loop) -> Optional[int]:
+        """The site of the last backward before `loop`'s head (its body's nodes all come after it)."""
+        for n in range(self.entered[id(loop)] - 1, -1, -1):
+            item = self.nodes[n]
+            if isinstance(item, Event) and item.kind is Kind.BACKWARD:
+                return item.site
+        return None
 
     def edge(self, a: int, b: int, effect: object = None) -> None:
         self.succ[a].append((b, effect))

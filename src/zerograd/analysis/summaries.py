@@ -21,13 +21,22 @@ from .keys import INVARIANT, counter_of, rebase, rename, root_of
 from .model import Call, Event, Function, Kind, Program
 from .verdicts import Verdict, judge_contamination, judge_step
 
-MAX_WORK = 400_000  # state transfers per analysed scope and optimizer, callees included
+# State transfers per analysed scope and optimizer, callees included: 400,000, or 16 per node of
+# the scope's graph when that is more. The budget stops path states that multiply (conditions
+# that correlate); a fixed one also stopped scopes that are merely long (a notebook of 10,000
+# training cells is one module body), so it grows with the graph, and stays linear in it.
+MAX_WORK = 400_000
+WORK_PER_NODE = 16
 NOBODY = "<none>"  # the optimizer a callee cannot name: only its backward and unknown clears matter
 Funcs = tuple[tuple[str, int, str], ...]  # parameter -> function handed over, its `self`
 
 
 class CapReached(Exception):
-    pass
+    """The work budget of a scope is spent: `budget`, the transfers it allowed."""
+
+    def __init__(self, budget: int) -> None:
+        super().__init__(budget)
+        self.budget = budget
 
 
 @dataclass
@@ -48,6 +57,7 @@ class Analyzer:
         self.caches: dict[tuple[int, Funcs], dict[int, Summary]] = {}  # per-node summaries, shared
         self.held: dict[int, list[tuple[Any, ...]]] = {}  # fid -> its keys in graphs, caches, memo
         self.work = 0
+        self.budget = MAX_WORK  # set per analysed scope (analyse)
 
     def forget(self, fid: int) -> None:
         """Drop what was built to analyse `fid` (graphs, summaries, outcomes): once no other
@@ -134,8 +144,8 @@ class Analyzer:
         links = self.program.links_of(fid)
         while work:
             self.work += 1
-            if self.work > MAX_WORK:
-                raise CapReached
+            if self.work > self.budget:
+                raise CapReached(self.budget)
             node, state = work.pop()
             item = graph.nodes[node]
             if isinstance(item, Event):
@@ -200,8 +210,9 @@ class Analyzer:
         if "self" in function.params and self.program.phases:
             # A method runs on an object that its `__init__` built: its counters start there.
             entry = START._replace(facts=frozenset((key, phase, True) for key, phase in self.program.phases.items()))
-        outcome = self.run(fid, target, entry, (), repeat=function.step_function)
         graph = self.graph(fid, function.step_function, ())
+        self.budget = max(MAX_WORK, WORK_PER_NODE * len(graph.nodes))
+        outcome = self.run(fid, target, entry, (), repeat=function.step_function)
         verdicts: list[Verdict] = []
         for chain, (event, states) in sorted(outcome.steps.items()):
             label = event.label if len(chain) == 1 else target  # name it in this scope's words
@@ -217,17 +228,14 @@ class Analyzer:
 
     def _around(self, graph: Graph, site: int) -> Optional[Summary]:
         """What the loop around `site` (or the whole scope) does: does it clear at all?"""
-        for number, item in enumerate(graph.nodes):
-            if isinstance(item, (Event, Call)) and item.site == site:
-                loop = graph.loop_of[number]
-                return graph.summary(loop.body if loop is not None else graph.body)
-        return None
+        at, loop = graph.loop_around(site)
+        if at is None:
+            return None
+        return graph.summary(loop.body if loop is not None else graph.body)
 
     def in_loop(self, fid: int, site: int) -> bool:
         function = self.program.functions[fid]
-        graph = self.graph(fid, function.step_function, ())
-        return any(isinstance(item, (Event, Call)) and item.site == site and graph.loop_of[n] is not None
-                   for n, item in enumerate(graph.nodes))
+        return self.graph(fid, function.step_function, ()).loop_around(site)[1] is not None
 
     def targets(self, fid: int) -> list[str]:
         """The optimizers a scope steps, itself or through what it calls, in its own words."""
@@ -237,13 +245,8 @@ class Analyzer:
 
 def _backward_before(graph: Graph, site: int) -> Optional[int]:
     """The last backward of the scope before the loop around `site` (a LEAK's message names it)."""
-    at = next((n for n, item in enumerate(graph.nodes) if isinstance(item, (Event, Call)) and item.site == site), None)
-    loop = graph.loop_of[at] if at is not None else None
-    if loop is None:
-        return None
-    start = graph.loop_of.index(loop)  # the loop's head: its body's nodes all come after it
-    before = [item.site for item in graph.nodes[:start] if isinstance(item, Event) and item.kind is Kind.BACKWARD]
-    return before[-1] if before else None
+    loop = graph.loop_around(site)[1]
+    return None if loop is None else graph.backward_before(loop)
 
 
 def inward(target: str, call: Call, callee: Function) -> str:
