@@ -278,3 +278,37 @@ def test_a_form_feed_at_the_start_of_a_line_is_indentation_as_cpython_reads_it(s
     assert outcome.source.count("\f") == source.count("\f") - moved
     assert outcome.source.count("\n") == source.count("\n") + (outcome.fixed[0].code == "ZG001")
 
+
+def test_fix_writes_through_a_symlink_to_its_target_and_keeps_the_link(tmp_path: Path) -> None:
+    """issue 42 item 7: as black and ruff do; the link was replaced by a fixed regular file and
+    its target left unfixed."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "links").mkdir()
+    target = tmp_path / "src" / "real.py"
+    target.write_text(BUG)
+    os.chmod(target, 0o640)
+    link = tmp_path / "links" / "link.py"
+    link.symlink_to(os.path.join("..", "src", "real.py"))
+    result = run(tmp_path, "--no-cache", "--fix", "links/link.py")
+    assert result.returncode == 0, result.stderr
+    assert link.is_symlink() and os.readlink(link) == os.path.join("..", "src", "real.py")
+    assert target.read_text() == FIXED
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["link.py", "links", "real.py", "src"]
+
+
+def test_a_read_only_file_is_refused_left_as_it_was_and_its_finding_reported(tmp_path: Path) -> None:
+    """issue 42 item 7: a 0444 file in a writable folder was rewritten (the rename needs only the
+    folder's permission, and root's access() ignores the mode). Refusing is an error (exit 2,
+    as a file that cannot be read); the other files are fixed and the finding is still shown."""
+    locked = tmp_path / "locked.py"
+    locked.write_text(BUG)
+    os.chmod(locked, 0o444)
+    (tmp_path / "open.py").write_text(BUG)
+    result = run(tmp_path, "--no-cache", "--fix", "locked.py", "open.py")
+    assert result.returncode == 2
+    assert locked.read_bytes() == BUG.encode() and stat.S_IMODE(os.stat(locked).st_mode) == 0o444
+    assert (tmp_path / "open.py").read_text() == FIXED
+    assert b"zerograd: error: cannot fix locked.py: read-only file\n" in result.stderr
+    assert result.stdout.decode().startswith("locked.py:4:5: ZG002 ")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["locked.py", "open.py"]

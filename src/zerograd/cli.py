@@ -85,17 +85,17 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     cache = None if args.no_cache else project_cache(args.cache_dir, config.cache_dir, str(config.root),
                                                      config.settings)
     jobs = max(1, args.jobs)
+    failed = False
     if args.fix or args.diff:
-        changed = _fix(files, config, args, cache, jobs)
-        if changed is None:
-            return EXIT_ERROR
+        changed, failed = _fix(files, config, args, cache, jobs)
         if args.diff:
-            return EXIT_FINDINGS if changed else EXIT_CLEAN
+            return EXIT_ERROR if failed else EXIT_FINDINGS if changed else EXIT_CLEAN
     describe = args.format in DESCRIBED
     results = lint_paths(files, config.settings, jobs, config, args.force_exclude, describe, cache) if files else []
     if "-" in args.paths:
         results += _stdin_results(args.stdin_filename or "-", config, describe, cache)
-    return _report(results, selection, args)
+    code = _report(results, selection, args)
+    return EXIT_ERROR if failed else code  # a file --fix could not write is still reported
 
 
 def _server(argv: list[str]) -> int:
@@ -118,9 +118,10 @@ def _server(argv: list[str]) -> int:
 
 
 def _fix(files: list[str], config: Config, args: argparse.Namespace, cache: Optional[Cache],
-         jobs: int) -> Optional[bool]:
-    """Fix (or, with --diff, show the fixes of) every file; None when a file could not be written.
-    Only what a file's project says is wrong in it is fixed (interface.md v3)."""
+         jobs: int) -> tuple[bool, bool]:
+    """Fix (or, with --diff, show the fixes of) every file: whether any changed, and whether one
+    could not be read, fixed or written. Only what a file's project says is wrong in it is fixed
+    (interface.md v3)."""
     from .io.fix import key as fix_key
     from .io.writing import fix_file
 
@@ -129,7 +130,8 @@ def _fix(files: list[str], config: Config, args: argparse.Namespace, cache: Opti
     for checked in found:
         path = checked.path
         if checked.error is not None:
-            print(f"zerograd: error: {checked.error}", file=sys.stderr)
+            if args.diff:  # with --fix, the report that follows names it
+                print(f"zerograd: error: {checked.error}", file=sys.stderr)
             failed = True
             continue
         wanted = {fix_key(f.code, f.message) for f in checked.findings}
@@ -145,7 +147,7 @@ def _fix(files: list[str], config: Config, args: argparse.Namespace, cache: Opti
                 sys.stdout.write(result.diff())
             else:
                 print(f"zerograd: fixed {len(result.fixed)} in {path}", file=sys.stderr)
-    return None if failed else changed
+    return changed, failed
 
 
 def _merge(config: Config, args: argparse.Namespace) -> Config:

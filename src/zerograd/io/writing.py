@@ -67,11 +67,28 @@ def _fix_file(path: str, settings: Settings, write: bool, wanted: Optional[Colle
     else:
         result, new_data = _fix_python(path, data, settings, wanted)
     if write and result.changed and result.error is None and new_data is not None:
-        try:
-            write_atomically(path, new_data)
-        except OSError as error:
-            result.error = f"cannot write {path}: {error.strerror or error}"
+        result.error = _write(path, new_data)
     return result
+
+
+def _write(path: str, data: bytes) -> Optional[str]:
+    """Write `data` to the file `path` names, through a symbolic link to its target (as black
+    and ruff do: the link stays a link); None, or why not."""
+    target = os.path.realpath(path)
+    try:
+        if _read_only(target):
+            return f"cannot fix {path}: read-only file"
+        write_atomically(target, data)
+    except OSError as error:
+        return f"cannot write {path}: {error.strerror or error}"
+    return None
+
+
+def _read_only(path: str) -> bool:
+    """The rename that writes a fix needs only the folder's permission, and access() answers
+    yes to root whatever the mode: a file nobody may write (0444) is refused on the mode too."""
+    writable = stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH
+    return not os.stat(path).st_mode & writable or not os.access(path, os.W_OK)
 
 
 def _fix_python(path: str, data: bytes, settings: Settings,
