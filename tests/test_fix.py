@@ -192,7 +192,7 @@ def test_descriptions_checked_together_agree_with_each_checked_alone() -> None:
 def test_a_killed_fix_leaves_every_file_whole_and_the_next_run_no_temporary_file(tmp_path: Path) -> None:
     """issue 32: SIGKILL a `--fix` over many files at several moments: every file is byte for
     byte the original or the fixed text; a temporary file it left (named after its target)
-    is removed by the next run that writes that target, which leaves none."""
+    is removed by the next run that checks that target, which leaves none."""
     import random
     import signal
     import time
@@ -207,7 +207,7 @@ def test_a_killed_fix_leaves_every_file_whole_and_the_next_run_no_temporary_file
         for n in range(40):
             (folder / f"train_{n}.py").write_bytes(original)
         # A leftover of an earlier killed run, and another tool's file that looks alike.
-        stale = folder / ".train_0.py.zerograd-old.tmp"
+        stale = folder / ".train_0.py.zerograd-old_k3j2.tmp"
         stale.write_bytes(b"half")
         os.utime(stale, (time.time() - 3600, time.time() - 3600))
         foreign = folder / ".notes.zerograd-x.tmp"
@@ -312,3 +312,56 @@ def test_a_read_only_file_is_refused_left_as_it_was_and_its_finding_reported(tmp
     assert b"zerograd: error: cannot fix locked.py: read-only file\n" in result.stderr
     assert result.stdout.decode().startswith("locked.py:4:5: ZG002 ")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["locked.py", "open.py"]
+
+def _aged(path: Path, text: str = "half") -> Path:
+    path.write_text(text)
+    os.utime(path, (1_000_000_000, 1_000_000_000))
+    return path
+
+
+def test_fix_sweeps_leftovers_of_every_file_it_checks_not_only_those_it_writes(tmp_path: Path) -> None:
+    """issue 42 item 12: a temporary file left by a killed `--fix` stayed for as long as its
+    target needed no fix. Only our exact names for a checked file go, and only regular files."""
+    (tmp_path / "clean.py").write_text("print('no training here')\n")
+    (tmp_path / "t.py").write_text(BUG)
+    swept = [_aged(tmp_path / ".clean.py.zerograd-k3j2_x9q.tmp"), (tmp_path / ".t.py.zerograd-abcdefgh.tmp")]
+    swept[1].write_text("young: its writer was killed, nobody holds it")
+    kept = [
+        _aged(tmp_path / ".other.py.zerograd-k3j2_x9q.tmp"),  # other.py is not checked
+        _aged(tmp_path / ".clean.py.zerograd-notours.tmp"),  # not mkstemp's eight characters
+        _aged(tmp_path / ".clean.py.zerograd-k3j2_x9q.tmp.bak"),
+        tmp_path / ".clean.py.zerograd-linklink.tmp",
+        tmp_path / ".clean.py.zerograd-folderxx.tmp",
+    ]
+    kept[3].symlink_to(tmp_path / "t.py")
+    kept[4].mkdir()
+    diff = run(tmp_path, "--no-cache", "--diff", "clean.py", "t.py")  # --diff writes (and removes) nothing
+    assert diff.returncode == 1 and all(p.exists() for p in swept)
+    result = run(tmp_path, "--no-cache", "--fix", "clean.py", "t.py")
+    assert result.returncode == 0, result.stderr
+    assert [p.name for p in swept if os.path.lexists(p)] == []
+    assert [p.name for p in kept if os.path.lexists(p)] == [p.name for p in kept]
+    assert (tmp_path / "t.py").read_text() == FIXED
+
+
+def test_fix_spares_a_temporary_file_that_a_live_writer_holds(tmp_path: Path) -> None:
+    """Another `zerograd --fix` may be writing that file right now: it holds a lock on it from
+    creation to rename, and a locked file is not swept, however old."""
+    import fcntl
+
+    from zerograd.io.writing import temporary_file
+
+    (tmp_path / "clean.py").write_text("print('no training here')\n")
+    handle, name = temporary_file(str(tmp_path / "clean.py"))
+    try:
+        os.utime(name, (1_000_000_000, 1_000_000_000))
+        probe = os.open(name, os.O_RDONLY)
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(probe)
+        assert run(tmp_path, "--no-cache", "--fix", "clean.py").returncode == 0
+        assert os.path.exists(name)
+    finally:
+        os.close(handle)
+    assert run(tmp_path, "--no-cache", "--fix", "clean.py").returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["clean.py"]

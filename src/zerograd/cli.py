@@ -123,7 +123,7 @@ def _fix(files: list[str], config: Config, args: argparse.Namespace, cache: Opti
     could not be read, fixed or written. Only what a file's project says is wrong in it is fixed
     (interface.md v3)."""
     from .io.fix import key as fix_key
-    from .io.writing import fix_file
+    from .io.writing import fix_file, sweep_leftovers
 
     changed, failed = False, False
     found = lint_paths(files, config.settings, jobs, config, args.force_exclude, describe=False, cache=cache)
@@ -147,6 +147,8 @@ def _fix(files: list[str], config: Config, args: argparse.Namespace, cache: Opti
                 sys.stdout.write(result.diff())
             else:
                 print(f"zerograd: fixed {len(result.fixed)} in {path}", file=sys.stderr)
+    if args.fix and not args.diff:
+        sweep_leftovers(checked.path for checked in found)
     return changed, failed
 
 

@@ -13,11 +13,13 @@ import difflib
 import io
 import json
 import os
+import re
 import stat
+import sys
 import tempfile
 import time
 import tokenize
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -105,40 +107,112 @@ def _fix_python(path: str, data: bytes, settings: Settings,
     return result, outcome.source.encode(encoding) if result.changed else None
 
 
-# A temporary file is named after its target (`.train.py.zerograd-k3j2.tmp`): a run killed
-# between writing it and renaming it leaves it behind, and the next write of the same target
-# removes those that are older than that run.
-_STARTED = time.time()
+# A temporary file is named after its target (`.train.py.zerograd-k3j2_x9q.tmp`, mkstemp's eight
+# characters) and locked (flock) by its writer from creation to rename. A run killed in between
+# leaves it behind; the next `--fix` sweeps those of every file it checks (sweep_leftovers),
+# whether or not it writes that file again. Another `zerograd --fix` may be writing one at that
+# very moment (a pre-commit hook and an editor's save): the sweep removes only a file it can
+# lock itself, so never one a live writer holds, however old; and a writer that finds its new
+# file locked or gone (swept between mkstemp and its lock) starts again with another name.
+# Where there is no flock (Windows), only files untouched for a minute are swept: a live writer
+# renames its file within seconds of its last write.
+_SUFFIX = ".tmp"
+_RANDOM = re.compile(r"[a-z0-9_]{8}")  # tempfile._RandomNameSequence
+_STALE_SECONDS = 60
+_WINDOWS = sys.platform == "win32"
 
 
 def _temporary_prefix(path: str) -> str:
     return f".{os.path.basename(path)}.zerograd-"
 
 
-def _remove_leftovers(folder: str, path: str) -> None:
-    prefix = _temporary_prefix(path)
+def _is_temporary_of(name: str, target: str) -> bool:
+    prefix = _temporary_prefix(target)
+    return (name.startswith(prefix) and name.endswith(_SUFFIX)
+            and _RANDOM.fullmatch(name[len(prefix):-len(_SUFFIX)]) is not None)
+
+
+def temporary_file(path: str) -> tuple[int, str]:
+    """A new temporary file beside `path`, locked by the returned descriptor until it is closed."""
+    folder = os.path.dirname(os.path.abspath(path))
+    while True:
+        handle, temporary = tempfile.mkstemp(dir=folder, prefix=_temporary_prefix(path), suffix=_SUFFIX)
+        if _lock(handle) and _still_named(handle, temporary):
+            return handle, temporary
+        os.close(handle)  # a sweep took it before the lock: its name is gone or about to be
+
+
+def _lock(handle: int) -> bool:
+    """Hold an exclusive lock on the open file; False when another process holds one."""
+    if _WINDOWS:
+        return True
+    import fcntl
+
     try:
-        with os.scandir(folder) as entries:
-            for entry in entries:
-                if (entry.name.startswith(prefix) and entry.name.endswith(".tmp")
-                        and entry.is_file(follow_symlinks=False) and entry.stat(follow_symlinks=False).st_mtime < _STARTED):
-                    os.unlink(entry.path)
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _still_named(handle: int, name: str) -> bool:
+    try:
+        return os.path.samestat(os.fstat(handle), os.lstat(name))
+    except OSError:
+        return False
+
+
+def sweep_leftovers(paths: Iterable[str]) -> None:
+    """Remove the temporary files left beside each of `paths` (and beside its target, when it
+    is a link) by a `--fix` that was killed; each folder is read once."""
+    names: dict[str, set[str]] = {}
+    for path in paths:
+        for where in {os.path.abspath(path), os.path.realpath(path)}:
+            names.setdefault(os.path.dirname(where), set()).add(os.path.basename(where))
+    for folder, targets in names.items():
+        try:
+            with os.scandir(folder) as entries:
+                leftovers = [e.path for e in entries if any(_is_temporary_of(e.name, t) for t in targets)]
+        except OSError:
+            continue
+        for leftover in leftovers:
+            _remove_if_abandoned(leftover)
+
+
+def _remove_if_abandoned(path: str) -> None:
+    """Remove a regular file (never through a link) that no live writer holds."""
+    try:
+        handle = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return  # a link (O_NOFOLLOW), gone already, or not ours to read
+    try:
+        status = os.fstat(handle)
+        abandoned = stat.S_ISREG(status.st_mode) and _lock(handle) and _still_named(handle, path)
+        if abandoned and _WINDOWS:
+            abandoned = time.time() - status.st_mtime > _STALE_SECONDS
+        if abandoned:
+            os.unlink(path)
     except OSError:
         pass  # a leftover that cannot be removed harms nothing
+    finally:
+        os.close(handle)
 
 
 def write_atomically(path: str, data: bytes) -> None:
-    folder = os.path.dirname(os.path.abspath(path))
+    """Write `data` to a locked temporary file beside `path`, with `path`'s permissions, and
+    rename it over `path`; the lock is held until the rename is done."""
     mode = stat.S_IMODE(os.stat(path).st_mode)
-    _remove_leftovers(folder, path)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=_temporary_prefix(path), suffix=".tmp")
+    handle, temporary = temporary_file(path)
     try:
         with os.fdopen(handle, "wb") as out:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
+            os.chmod(temporary, mode)
+            if not _WINDOWS:
+                os.replace(temporary, path)
+        if _WINDOWS:  # which renames no open file (and has no flock to hold)
+            os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
             os.unlink(temporary)
