@@ -4,7 +4,8 @@ layout.
 
 The encoding (a PEP 263 cookie, a UTF-8 BOM) and the line endings of the file are kept: fixes
 only insert and delete whole lines of the decoded text. The new content is written to a
-temporary file in the same folder, given the original's permissions, then renamed over it.
+temporary file in the same folder, given the original's permissions, then renamed over it;
+through a symbolic link, the folder and the file are the link's target's.
 """
 
 from __future__ import annotations
