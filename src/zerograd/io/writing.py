@@ -243,8 +243,8 @@ def fix_notebook(path: str, data: bytes, settings: Settings) -> tuple[FixResult,
 
     try:
         text = data.decode("utf-8")
+        notebook = read_notebook(text)  # first: any JSON it rejects (too deep, a huge number) is ZG900
         document = json.loads(text)
-        notebook = read_notebook(text)
     except (UnicodeDecodeError, json.JSONDecodeError, NotebookError):
         return FixResult(path), None  # reported as ZG900; never written
     outcome = fix_source(notebook.source, settings)
