@@ -83,6 +83,12 @@ def test_control_characters_from_the_repository_are_escaped(tmp_path: Path, fmt:
     assert done.returncode == 1 and out.count("\n") == 3, out  # three findings, three lines
     assert not any(c in out.replace("\n", "") for c in "\x1b\r\u202e")
     assert out.count("evil\\n\\x1b[2J\\u202e.py" if fmt == "text" else "evil%0A\\x1b[2J\\u202e.py") == 3
+    os.mkfifo(tmp_path / f"{name}.fifo.py")  # an error line names the file too
+    done = subprocess.run([sys.executable, "-m", "zerograd", "--no-cache", f"{name}.fifo.py"], capture_output=True,
+                          cwd=tmp_path, timeout=120)
+    err = done.stderr.decode()
+    assert done.returncode == 2 and err.count("\n") == 1 and "not a regular file" in err, err
+    assert not any(c in err[:-1] for c in "\x1b\r\u202e")
     quoted = Finding("ZG001", "gradients of 'opts[\"\x1b[31m\"]' are never cleared", Span(3, 4, 3, 10))
     shown = {"text": text, "github": github}[fmt]([("a.py", quoted)])
     assert "\x1b" not in shown and "opts[\"\\x1b[31m\"]" in shown

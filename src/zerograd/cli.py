@@ -12,7 +12,7 @@ from typing import Optional
 from .analysis.rules import RULES, rule_page
 from .io.config import Config, ConfigError, Selection, discover_config, parse_codes
 from .io.files import FileResult, check_bytes, lint_paths
-from .io.report import DESCRIBED, FORMATS, statistics, summary
+from .io.report import DESCRIBED, FORMATS, printable, statistics, summary
 from .project.cache import Cache, project_cache
 from .version import __version__
 
@@ -79,7 +79,7 @@ def _main(argv: Optional[Sequence[str]]) -> int:
         config = _merge(discover_config(args.paths, args.config), args)
         selection = Selection(config.select or Selection().select, config.ignore, config.extend_select)
     except ConfigError as error:
-        print(f"zerograd: error: {error}", file=sys.stderr)
+        print(printable(f"zerograd: error: {error}"), file=sys.stderr)
         return EXIT_ERROR
     files = [p for p in args.paths if p != "-"]
     cache = None if args.no_cache else project_cache(args.cache_dir, config.cache_dir, str(config.root),
@@ -131,22 +131,22 @@ def _fix(files: list[str], config: Config, args: argparse.Namespace, cache: Opti
         path = checked.path
         if checked.error is not None:
             if args.diff:  # with --fix, the report that follows names it
-                print(f"zerograd: error: {checked.error}", file=sys.stderr)
+                print(printable(f"zerograd: error: {checked.error}"), file=sys.stderr)
             failed = True
             continue
         wanted = {fix_key(f.code, f.message) for f in checked.findings}
         result = fix_file(path, config.settings, write=args.fix and not args.diff, wanted=wanted)
         for warning in result.warnings:
-            print(f"zerograd: warning: {path}: {warning}", file=sys.stderr)
+            print(printable(f"zerograd: warning: {path}: {warning}"), file=sys.stderr)
         if result.error:
-            print(f"zerograd: error: {result.error}", file=sys.stderr)
+            print(printable(f"zerograd: error: {result.error}"), file=sys.stderr)
             failed = True
         elif result.changed:
             changed = True
             if args.diff:
                 sys.stdout.write(result.diff())
             else:
-                print(f"zerograd: fixed {len(result.fixed)} in {path}", file=sys.stderr)
+                print(printable(f"zerograd: fixed {len(result.fixed)} in {path}"), file=sys.stderr)
     if args.fix and not args.diff:
         sweep_leftovers(checked.path for checked in found)
     return changed, failed
@@ -199,7 +199,7 @@ def _skipped(results: list[FileResult]) -> str:
     if not cells:
         return ""
     return f"not checked: {len(cells)} notebook cell{'s' if len(cells) != 1 else ''} not Python\n" + "".join(
-        f"  {cell}\n" for cell in cells)
+        f"  {printable(cell)}\n" for cell in cells)
 
 
 def _report(results: list[FileResult], selection: Selection, args: argparse.Namespace) -> int:
@@ -215,7 +215,7 @@ def _report(results: list[FileResult], selection: Selection, args: argparse.Name
         print("zerograd: warning: no Python files found", file=sys.stderr)
     errors = [r.error for r in results if r.error]
     for error in errors:
-        print(f"zerograd: error: {error}", file=sys.stderr)
+        print(printable(f"zerograd: error: {error}"), file=sys.stderr)
     if errors or any(f.code == "ZG901" for _, f in located):
         return EXIT_ERROR
     return EXIT_FINDINGS if located and not args.exit_zero else EXIT_CLEAN
