@@ -6,8 +6,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any, Optional
 
 import pytest
 import pytest_lsp
@@ -274,6 +275,83 @@ def test_a_thousand_rapid_changes_to_a_large_document(tmp_path: Path) -> None:
     assert after - before < 64 * 1024, (before, after)
 
 
+@pytest.fixture
+def raw() -> Iterator[_Raw]:
+    """A server over raw bytes, initialized; killed after the test if it is still running."""
+    process = subprocess.Popen([sys.executable, "-m", "zerograd", "server"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    talk = _Raw(process)
+    talk.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"capabilities": {}, "processId": None, "rootUri": None}})
+    assert "capabilities" in talk.answer(1)["result"]
+    talk.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+    yield talk
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def test_frames_whose_length_lies_do_not_stall_the_server(raw: _Raw) -> None:
+    """issue 42: a Content-Length larger than the body made the server wait for bytes that were
+    the next frames (it never answered again, nor heard `exit`); smaller, it lost the next
+    frame's header. The server now drops the broken frame at the next header and answers what
+    follows; a body that still parses is handled (the client only miscounted)."""
+    unknown = b'{"jsonrpc": "2.0", "id": %d, "method": "no/such/method", "params": {}}'
+    raw.write(_frame(unknown[:30], length=500))  # cut short: the rest never comes
+    raw.send({"jsonrpc": "2.0", "id": 2, "method": "no/such/method", "params": {}})
+    assert raw.answer(2)["error"]["code"] == -32601
+    raw.write(b"no header here\r\n\r\n" * 10_000)
+    raw.write(_frame(unknown % 3, length=len(unknown) - 10))  # the tail is left over
+    raw.send({"jsonrpc": "2.0", "id": 4, "method": "no/such/method", "params": {}})
+    assert raw.answer(4)["error"]["code"] == -32601
+    # Whole, but claiming a terabyte: it is known to have ended only when the next frame comes.
+    raw.write(_frame(unknown % 5, length=10**12))
+    raw.send({"jsonrpc": "2.0", "id": 6, "method": "shutdown"})
+    assert raw.answer(5)["error"]["code"] == -32601
+    assert raw.answer(6) == {"jsonrpc": "2.0", "id": 6, "result": None}
+    raw.send({"jsonrpc": "2.0", "method": "exit"})
+    assert raw.process.wait(timeout=20) == 0
+
+
+@pytest.mark.parametrize("size", [1, 7, 1 << 16])
+def test_frames_cut_a_body_at_the_next_header(size: int) -> None:
+    """issue 42, the reader alone, fed `size` bytes at a time (a header split between reads):
+    exact frames, one that overruns by a header ending past its claimed end, one claiming too
+    little (its tail skipped), another header before the length, and the end of input mid-body."""
+    import asyncio
+
+    from zerograd.server import Frames
+
+    one, two, three = b'{"a": 1}', b'{"b": [2, 3]}', b'{"c": "Content-Length: 9"}'
+    stream = (_frame(one) + _frame(two, length=len(two) + 12) + _frame(three, length=len(three) - 3)
+              + b"Content-Type: x\r\n" + _frame(one) + _frame(two, length=100))
+    chunks = [stream[i:i + size] for i in range(0, len(stream), size)]
+
+    async def read() -> bytes:
+        return chunks.pop(0) if chunks else b""
+
+    async def bodies() -> list[Optional[bytes]]:
+        frames = Frames(read)
+        return [await frames.next() for _ in range(6)]
+
+    assert asyncio.run(bodies()) == [one, two, three[:-3], one, two, None]
+
+
+def test_exit_after_a_frame_cut_short_ends_the_server(raw: _Raw) -> None:
+    """issue 42: a frame cut short then `exit` ends the server at once (with 1: no shutdown)."""
+    raw.write(_frame(b'{"jsonrpc": "2.0", "id": 2, "meth', length=400))
+    raw.send({"jsonrpc": "2.0", "method": "exit"})
+    assert raw.process.wait(timeout=20) == 1
+
+
+def test_the_end_of_input_inside_a_frame_ends_the_server(raw: _Raw) -> None:
+    """issue 42: the input closing in the middle of a body ends the server too."""
+    raw.write(_frame(b'{"jsonrpc": "2.0", "id": 2, "meth', length=400))
+    assert raw.process.stdin is not None
+    raw.process.stdin.close()
+    assert raw.process.wait(timeout=20) == 1
+
+
 class _Raw:
     """A client that writes JSON-RPC frames to the server's stdin as fast as it can."""
 
@@ -285,35 +363,65 @@ class _Raw:
     def send(self, message: dict[str, object]) -> None:
         import json
 
+        self.write(_frame(json.dumps(message).encode()))
+
+    def write(self, data: bytes) -> None:
         assert self.process.stdin is not None
-        body = json.dumps(message).encode()
-        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.process.stdin.write(data)
         self.process.stdin.flush()
 
-    def diagnostics(self, uri: str, version: int) -> list[object]:
-        """The diagnostics published for `uri` at `version` (waiting up to a minute)."""
+    def receive(self, deadline: float) -> dict[str, Any]:
+        """The server's next message; an AssertionError once `deadline` (time.time()) passes,
+        so a server that stops answering fails the test instead of hanging it."""
         import json
         import select
         import time
 
         assert self.process.stdout is not None
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            while b"\r\n\r\n" in self.buffer:
+        while True:
+            if b"\r\n\r\n" in self.buffer:
                 head, rest = self.buffer.split(b"\r\n\r\n", 1)
                 length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
                               if line.lower().startswith(b"content-length"))
-                if len(rest) < length:
-                    break
-                message, self.buffer = json.loads(rest[:length]), rest[length:]
-                if message.get("method") == "textDocument/publishDiagnostics":
-                    self.published += 1
-                    params = message["params"]
-                    if params["uri"] == uri and params.get("version") == version:
-                        return list(params["diagnostics"])
+                if len(rest) >= length:
+                    message, self.buffer = json.loads(rest[:length]), rest[length:]
+                    self.published += message.get("method") == "textDocument/publishDiagnostics"
+                    return dict(message)
+            if time.time() > deadline:
+                raise AssertionError("the server did not answer in time")
             if select.select([self.process.stdout], [], [], 0.2)[0]:
-                self.buffer += os.read(self.process.stdout.fileno(), 1 << 16)
-        raise AssertionError(f"no diagnostics for {uri} at version {version}")
+                chunk = os.read(self.process.stdout.fileno(), 1 << 16)
+                if not chunk:
+                    raise AssertionError("the server closed its output")
+                self.buffer += chunk
+
+    def answer(self, msg_id: Optional[int], timeout: float = 20) -> dict[str, Any]:
+        """The response to request `msg_id` (messages before it are skipped); None: to a request
+        whose id could not be read."""
+        import time
+
+        deadline = time.time() + timeout
+        while True:
+            message = self.receive(deadline)
+            if "id" in message and message["id"] == msg_id and "method" not in message:
+                return message
+
+    def diagnostics(self, uri: str, version: int) -> list[object]:
+        """The diagnostics published for `uri` at `version` (waiting up to a minute)."""
+        import time
+
+        deadline = time.time() + 60
+        while True:
+            message = self.receive(deadline)
+            params = message.get("params") or {}
+            if message.get("method") == "textDocument/publishDiagnostics" and params["uri"] == uri \
+                    and params.get("version") == version:
+                return list(params["diagnostics"])
+
+
+def _frame(body: bytes, length: Optional[int] = None) -> bytes:
+    """One JSON-RPC frame; `length` lies about the body's length."""
+    return b"Content-Length: %d\r\n\r\n" % (len(body) if length is None else length) + body
 
 
 def _rss_kib(pid: int) -> int:

@@ -7,19 +7,25 @@ are). A document is checked as `zerograd FILE` checks its file (interface.md v3)
 project's context, every open buffer's unsaved text standing in for its file; so a change in one
 buffer re-checks the other open documents, and those whose findings changed are re-published.
 Linting never raises (check_source turns an internal error into ZG901), and a handler that fails
-anyway logs and leaves the session running.
+anyway logs and leaves the session running. A broken client does not stop it either (issue 42):
+a frame whose Content-Length lies is cut at the next header.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
-from collections.abc import Sequence
+import re
+import sys
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Optional
+from typing import BinaryIO, Callable, Optional
 
 from lsprotocol import types
+from pygls.exceptions import JsonRpcException
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
@@ -41,6 +47,13 @@ DEBOUNCE_SECONDS = 0.3  # a pause in typing this long re-lints the document
 KEPT_LINES = 20_000
 FIX_ALL = "source.fixAll.zerograd"
 SOURCE = "zerograd"
+# The header pygls reads; no valid JSON body holds it (the raw CR LF cannot be inside a string),
+# so met inside a body it starts the next frame. Digits bounded: a match fits in HEADER_MARGIN.
+HEADER = re.compile(rb"Content-Length: (\d{1,18})\r\n")
+HEADER_MARGIN = 64
+HEADER_START = re.compile(rb"Content-Length: \d{0,18}\r?")
+OTHER_HEADERS = re.compile(rb"(?:[^\r\n:]+:[^\r\n]*\r\n)*")  # a Content-Type before the length, say
+CHUNK = 1 << 16  # bytes asked of stdin at a time
 log = logging.getLogger(__name__)
 
 
@@ -167,6 +180,78 @@ def code_actions(uri: str, linted: Linted, wanted: Sequence[types.Diagnostic],
     return actions
 
 
+class Frames:
+    """The bodies of JSON-RPC frames read from a byte stream. pygls reads Content-Length bytes
+    blindly, so a frame claiming more than it holds swallowed the frames after it (the server
+    answered nothing again, not even `exit`), and one claiming less lost the next header. Here a
+    header found inside a body ends that body, and bytes before a header are skipped. A frame
+    claiming more than it holds is handled only when the next frame (or the end of input) comes."""
+
+    def __init__(self, read: Callable[[], Awaitable[bytes]]) -> None:
+        self.read = read  # returns what has arrived (b"" at the end), not a fixed count
+        self.buffer = bytearray()
+
+    async def more(self) -> bool:
+        chunk = await self.read()
+        self.buffer += chunk
+        return bool(chunk)
+
+    async def next(self) -> Optional[bytes]:
+        """The next body, cut short at the next header or at the end of input; None at the end."""
+        while (found := self._header()) is None:
+            if not await self.more():
+                return None
+        length, start = found
+        end, scanned = start + length, start
+        while True:
+            # a header starting inside the claimed body may end past it
+            cut = HEADER.search(self.buffer, max(start, scanned - HEADER_MARGIN), end + HEADER_MARGIN)
+            if cut is not None and cut.start() < end:
+                log.warning("zerograd: a frame claimed %d bytes but held %d; reading on at the next header",
+                            length, cut.start() - start)
+                return self._take(start, cut.start())
+            if len(self.buffer) >= end and not self._header_arriving(start, end):
+                return self._take(start, end)
+            scanned = len(self.buffer)
+            if not await self.more():
+                return self._take(start, min(end, len(self.buffer)))
+
+    def _header(self) -> Optional[tuple[int, int]]:
+        """The first header's length and where its body starts, once the headers have arrived."""
+        match = HEADER.search(self.buffer)
+        if match is None:  # what cannot hold the start of a header goes, so junk does not pile up
+            self._skip(len(self.buffer) - HEADER_MARGIN)
+            return None
+        end = self.buffer.find(b"\r\n\r\n", match.end() - 2)
+        if end < 0:
+            return None
+        length, start = int(match.group(1)), end + 4 - match.start()
+        self._skip(match.start())  # after reading the match: it reads the buffer this changes
+        return length, start
+
+    def _header_arriving(self, start: int, end: int) -> bool:
+        """Whether the buffer ends in the first part of a header that starts in the body. Never so
+        for a valid body (JSON cannot end in "C" nor hold "Content-Length: " outside a string), so
+        a valid frame never waits on it; the header's "C" is its only one."""
+        at = self.buffer.rfind(b"C", max(start, end - HEADER_MARGIN), end)
+        return at >= 0 and len(self.buffer) - at < HEADER_MARGIN and _header_start(bytes(self.buffer[at:]))
+
+    def _skip(self, count: int) -> None:
+        if count > 0 and not OTHER_HEADERS.fullmatch(self.buffer, 0, count):
+            log.warning("zerograd: skipped %d bytes that were no frame", count)
+        del self.buffer[:max(count, 0)]
+
+    def _take(self, start: int, end: int) -> bytes:
+        body = bytes(self.buffer[start:end])
+        del self.buffer[:end]
+        return body
+
+
+def _header_start(tail: bytes) -> bool:
+    """Whether `tail` is a header cut short: "Cont", "Content-Length: 12"."""
+    return b"Content-Length: ".startswith(tail) or HEADER_START.fullmatch(tail) is not None
+
+
 class ZeroGradServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__(
@@ -178,6 +263,31 @@ class ZeroGradServer(LanguageServer):
         self.linted: dict[str, Linted] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
         self.shut_down = False  # LSP: `exit` after `shutdown` exits 0, without it 1
+
+    def start_io(self, stdin: Optional[BinaryIO] = None, stdout: Optional[BinaryIO] = None) -> None:
+        """pygls's start_io with our reader of frames (Frames); `exit` ends it by SystemExit."""
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        source = stdin or sys.stdin.buffer
+        # read1: what has arrived, at most one system call; in a thread, as pygls reads
+        read1: Callable[[int], bytes] = getattr(source, "read1", source.read)
+        try:
+            asyncio.run(self.serve(Frames(lambda: asyncio.get_running_loop().run_in_executor(
+                self.thread_pool, read1, CHUNK))))
+        except BrokenPipeError:
+            log.error("zerograd: the client has gone; stopping")
+        except (KeyboardInterrupt, SystemExit):
+            pass
+        finally:
+            self.shutdown()  # type: ignore[no-untyped-call]
+
+    async def serve(self, frames: Frames) -> None:
+        """Hand each frame to pygls's protocol, as pygls's own loop does, until the input ends."""
+        while (body := await frames.next()) is not None:
+            try:
+                self.protocol.handle_message(json.loads(body, object_hook=self.protocol.structure_message))
+            except Exception as error:
+                log.exception("zerograd: cannot handle the message %r", body[:200])
+                self.report_server_error(error, JsonRpcException)
 
     def buffers(self) -> dict[str, str]:
         """The open text documents but notebook cells (a cell is no module of the project)."""
