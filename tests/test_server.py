@@ -352,6 +352,57 @@ def test_the_end_of_input_inside_a_frame_ends_the_server(raw: _Raw) -> None:
     assert raw.process.wait(timeout=20) == 1
 
 
+def test_every_request_with_an_id_is_answered(raw: _Raw) -> None:
+    """issue 42: a request whose params do not fit its method (missing, wrong type) got no answer
+    at all; JSON-RPC asks for -32602 Invalid params, and for -32600 Invalid request when the
+    message is no JSON-RPC 2.0 request. A notification with bad params is dropped quietly."""
+    uri = "file:///nowhere/x.py"
+    position = {"line": 0, "character": 0}
+    whole = {"start": position, "end": position}
+    raw.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {"textDocument": 7}})
+    invalid_params: list[object] = [
+        {},
+        {"textDocument": {"uri": uri}, "range": whole},  # no context
+        {"textDocument": 5, "range": whole, "context": {"diagnostics": []}},
+        {"textDocument": {"uri": uri}, "range": "all", "context": {"diagnostics": []}},
+        "params as a string",
+        None,
+    ]
+    for msg_id, params in enumerate(invalid_params, start=2):
+        raw.send({"jsonrpc": "2.0", "id": msg_id, "method": "textDocument/codeAction", "params": params})
+        assert raw.answer(msg_id)["error"]["code"] == -32602, params
+    raw.send({"id": 20, "method": "shutdown"})  # no "jsonrpc"
+    raw.send({"jsonrpc": "1.0", "id": 21, "method": "shutdown"})
+    raw.send({"jsonrpc": "2.0", "id": 22, "method": 42})
+    raw.send({"jsonrpc": "2.0", "id": [23], "method": "shutdown"})  # answered with "id": null
+    for msg_id in (20, 21, 22, None):
+        assert raw.answer(msg_id)["error"]["code"] == -32600
+    raw.send({"jsonrpc": "2.0", "id": 24, "method": "shutdown"})
+    assert raw.answer(24)["result"] is None
+    raw.send({"jsonrpc": "2.0", "method": "exit"})
+    assert raw.process.wait(timeout=20) == 0
+
+
+def test_requests_after_shutdown_are_refused(raw: _Raw) -> None:
+    """issue 42: after `shutdown` a request got no answer at all; LSP asks for -32600 Invalid
+    request. Notifications are dropped, and `exit` still exits 0."""
+    raw.send({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+    assert raw.answer(2)["result"] is None
+    raw.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+        "textDocument": {"uri": "file:///nowhere/x.py", "languageId": "python", "version": 1, "text": BUG}}})
+    raw.send({"jsonrpc": "2.0", "id": 3, "method": "textDocument/codeAction", "params": {
+        "textDocument": {"uri": "file:///nowhere/x.py"}, "range": {"start": {"line": 0, "character": 0},
+                                                                   "end": {"line": 0, "character": 0}},
+        "context": {"diagnostics": []}}})
+    raw.send({"jsonrpc": "2.0", "id": 4, "method": "no/such/method", "params": {}})
+    raw.send({"jsonrpc": "2.0", "id": 5, "method": "shutdown"})
+    raw.send({"jsonrpc": "2.0", "id": 6, "method": "textDocument/codeAction", "params": {}})
+    for msg_id in (3, 4, 5, 6):
+        assert raw.answer(msg_id)["error"]["code"] == -32600
+    raw.send({"jsonrpc": "2.0", "method": "exit"})
+    assert raw.process.wait(timeout=20) == 0
+
+
 class _Raw:
     """A client that writes JSON-RPC frames to the server's stdin as fast as it can."""
 

@@ -8,7 +8,8 @@ project's context, every open buffer's unsaved text standing in for its file; so
 buffer re-checks the other open documents, and those whose findings changed are re-published.
 Linting never raises (check_source turns an internal error into ZG901), and a handler that fails
 anyway logs and leaves the session running. A broken client does not stop it either (issue 42):
-a frame whose Content-Length lies is cut at the next header.
+a frame whose Content-Length lies is cut at the next header, a request whose params do not fit
+gets -32602, and one after `shutdown` gets -32600.
 """
 
 from __future__ import annotations
@@ -21,12 +22,14 @@ import sys
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import BinaryIO, Callable, Optional
+from typing import Any, BinaryIO, Callable, Optional, Union
 
 from lsprotocol import types
-from pygls.exceptions import JsonRpcException
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams, JsonRpcInvalidRequest
 from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+from pygls.protocol.json_rpc import RPCMessage
 from pygls.uris import to_fs_path
 from pygls.workspace import TextDocument
 
@@ -55,6 +58,7 @@ HEADER_START = re.compile(rb"Content-Length: \d{0,18}\r?")
 OTHER_HEADERS = re.compile(rb"(?:[^\r\n:]+:[^\r\n]*\r\n)*")  # a Content-Type before the length, say
 CHUNK = 1 << 16  # bytes asked of stdin at a time
 log = logging.getLogger(__name__)
+MsgId = Union[int, str]
 
 
 @dataclass(frozen=True)
@@ -252,6 +256,67 @@ def _header_start(tail: bytes) -> bool:
     return b"Content-Length: ".startswith(tail) or HEADER_START.fullmatch(tail) is not None
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """A request answered with an error before any handler sees it."""
+
+    msg_id: Optional[MsgId]
+    error: JsonRpcException
+
+
+def _is_id(value: object) -> bool:
+    return isinstance(value, (int, str)) and not isinstance(value, bool)
+
+
+class Protocol(LanguageServerProtocol):
+    """pygls's protocol, but every request with an id is answered (JSON-RPC): pygls dropped one
+    whose params did not fit the method (-32602 here) and any after `shutdown` (-32600, as LSP
+    asks). A notification that does not fit is still dropped: there is no one to tell."""
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        # json.loads calls this for every object, innermost first: only a request's own object
+        # has "jsonrpc", "id" and "method" together.
+        if not {"jsonrpc", "id", "method"} <= data.keys():
+            return super().structure_message(data)
+        refusal = self._vet(data)
+        if refusal is not None:
+            return refusal
+        if "params" not in data and self.get_message_type(data["method"]) is None:
+            data = {**data, "params": None}  # pygls's type for an unknown method requires params
+        try:
+            return super().structure_message(data)
+        except JsonRpcException as error:  # the id and method are fine: the params are not
+            cause = error.__cause__ or error
+            return Refusal(data["id"], JsonRpcInvalidParams(f"Invalid params for {data['method']}: {cause}"))
+
+    def _vet(self, request: dict[str, Any]) -> Optional[Refusal]:
+        """-32600 for a request that is not JSON-RPC 2.0, or comes after `shutdown` (but `exit`)."""
+        msg_id = request["id"] if _is_id(request["id"]) else None
+        if request["jsonrpc"] != "2.0" or not isinstance(request["method"], str) or msg_id is None:
+            return Refusal(msg_id, JsonRpcInvalidRequest())
+        if self._shutdown and request["method"] != types.EXIT:
+            return Refusal(msg_id, JsonRpcInvalidRequest("Invalid Request: the server is shut down"))
+        return None
+
+    def handle_message(self, message: RPCMessage) -> None:
+        refusal = message if isinstance(message, Refusal) else _bare_request(message)
+        if refusal is None:
+            super().handle_message(message)
+        else:
+            log.warning("zerograd: refused request %s: %s", refusal.msg_id, refusal.error.message)
+            # Written out: pygls's response type drops a null id, which JSON-RPC asks for when the
+            # request's id cannot be read (and pygls has no public call to answer with an error).
+            error = {"code": refusal.error.code, "message": refusal.error.message}
+            self._send_data({"jsonrpc": "2.0", "id": refusal.msg_id, "error": error})
+
+
+def _bare_request(message: object) -> Optional[Refusal]:
+    """-32600 for a request without "jsonrpc" (structure_message leaves such an object a dict)."""
+    if isinstance(message, dict) and "method" in message and _is_id(message.get("id")):
+        return Refusal(message["id"], JsonRpcInvalidRequest())
+    return None
+
+
 class ZeroGradServer(LanguageServer):
     def __init__(self) -> None:
         super().__init__(
@@ -259,6 +324,7 @@ class ZeroGradServer(LanguageServer):
             notebook_document_sync=types.NotebookDocumentSyncOptions(notebook_selector=[
                 types.NotebookDocumentFilterWithCells(
                     cells=[types.NotebookCellLanguage(language="python")], notebook="jupyter-notebook")]),
+            protocol_cls=Protocol,
         )
         self.linted: dict[str, Linted] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
