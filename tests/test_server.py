@@ -320,7 +320,7 @@ def test_frames_cut_a_body_at_the_next_header(size: int) -> None:
     little (its tail skipped), another header before the length, and the end of input mid-body."""
     import asyncio
 
-    from zerograd.server import Frames
+    from zerograd.io.frames import Frames
 
     one, two, three = b'{"a": 1}', b'{"b": [2, 3]}', b'{"c": "Content-Length: 9"}'
     stream = (_frame(one) + _frame(two, length=len(two) + 12) + _frame(three, length=len(three) - 3)
@@ -480,3 +480,15 @@ def _rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     return 0
+
+
+def test_a_whole_document_edit_covers_text_with_cr_line_ends() -> None:
+    """A file saved with CR line ends (old Mac) is one line to `split("\\n")`: the fix-all edit
+    replaced only its first line. Lines are counted as the parsers count them."""
+    from zerograd.server import whole_document_edit
+
+    old = "import torch\rfor b in loader:\r    loss.backward()\r    opt.step()\r"
+    edit = whole_document_edit("file:///x.py", old, "new")
+    assert edit.changes is not None
+    (change,) = edit.changes["file:///x.py"]
+    assert change.range.end.line >= 4

@@ -17,9 +17,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import re
 import sys
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, BinaryIO, Callable, Optional, Union
@@ -35,13 +34,15 @@ from pygls.workspace import TextDocument
 
 from .analysis.model import Finding
 from .analysis.rules import FIXABLE
+from .front.lines import split_lines
 from .front.parse import keep_trees
 from .io.config import Config, ConfigError, Selection, find_pyproject, load_config
 from .io.files import check_source, encoded, lint_paths
 from .io.fix import fix_source, key, try_fix
+from .io.frames import Frames
 from .io.notebook import blank_magics
 from .io.report import rule_url
-from .project.cache import Cache, cache_folder
+from .project.cache import project_cache
 from .version import __version__
 
 DEBOUNCE_SECONDS = 0.3  # a pause in typing this long re-lints the document
@@ -50,12 +51,6 @@ DEBOUNCE_SECONDS = 0.3  # a pause in typing this long re-lints the document
 KEPT_LINES = 20_000
 FIX_ALL = "source.fixAll.zerograd"
 SOURCE = "zerograd"
-# The header pygls reads; no valid JSON body holds it (the raw CR LF cannot be inside a string),
-# so met inside a body it starts the next frame. Digits bounded: a match fits in HEADER_MARGIN.
-HEADER = re.compile(rb"Content-Length: (\d{1,18})\r\n")
-HEADER_MARGIN = 64
-HEADER_START = re.compile(rb"Content-Length: \d{0,18}\r?")
-OTHER_HEADERS = re.compile(rb"(?:[^\r\n:]+:[^\r\n]*\r\n)*")  # a Content-Type before the length, say
 CHUNK = 1 << 16  # bytes asked of stdin at a time
 log = logging.getLogger(__name__)
 MsgId = Union[int, str]
@@ -115,7 +110,7 @@ def lint_all(documents: dict[str, str], buffers: dict[str, str]) -> dict[str, Li
         on_disk = [u for u in uris if path_of(u) in overrides]
         results = {}
         if on_disk:
-            cache = Cache(cache_folder(None, config.cache_dir, str(config.root)), config.settings)
+            cache = project_cache(None, config.cache_dir, str(config.root), config.settings)
             results = {r.path: r for r in lint_paths([path_of(u) for u in on_disk], config.settings, 1, config,
                                                        describe=False, cache=cache, overrides=overrides)}
         for uri in uris:
@@ -154,7 +149,7 @@ def whole_document_edit(uri: str, old: str, new: str) -> types.WorkspaceEdit:
     """Replace the whole text: a fix moves or inserts whole lines, and one edit is always right."""
     # The start of the line after the last: the end of the text whatever the position encoding
     # (the protocol clamps a line past the end to the document's end).
-    end = types.Position(line=len(old.split("\n")), character=0)
+    end = types.Position(line=len(split_lines(old)) + 1, character=0)  # CR-only line ends too
     return types.WorkspaceEdit(changes={uri: [types.TextEdit(types.Range(types.Position(0, 0), end), new)]})
 
 
@@ -182,78 +177,6 @@ def code_actions(uri: str, linted: Linted, wanted: Sequence[types.Diagnostic],
             actions.append(types.CodeAction(
                 title="zerograd: fix all", kind=FIX_ALL, edit=whole_document_edit(uri, linted.source, outcome.source)))
     return actions
-
-
-class Frames:
-    """The bodies of JSON-RPC frames read from a byte stream. pygls reads Content-Length bytes
-    blindly, so a frame claiming more than it holds swallowed the frames after it (the server
-    answered nothing again, not even `exit`), and one claiming less lost the next header. Here a
-    header found inside a body ends that body, and bytes before a header are skipped. A frame
-    claiming more than it holds is handled only when the next frame (or the end of input) comes."""
-
-    def __init__(self, read: Callable[[], Awaitable[bytes]]) -> None:
-        self.read = read  # returns what has arrived (b"" at the end), not a fixed count
-        self.buffer = bytearray()
-
-    async def more(self) -> bool:
-        chunk = await self.read()
-        self.buffer += chunk
-        return bool(chunk)
-
-    async def next(self) -> Optional[bytes]:
-        """The next body, cut short at the next header or at the end of input; None at the end."""
-        while (found := self._header()) is None:
-            if not await self.more():
-                return None
-        length, start = found
-        end, scanned = start + length, start
-        while True:
-            # a header starting inside the claimed body may end past it
-            cut = HEADER.search(self.buffer, max(start, scanned - HEADER_MARGIN), end + HEADER_MARGIN)
-            if cut is not None and cut.start() < end:
-                log.warning("zerograd: a frame claimed %d bytes but held %d; reading on at the next header",
-                            length, cut.start() - start)
-                return self._take(start, cut.start())
-            if len(self.buffer) >= end and not self._header_arriving(start, end):
-                return self._take(start, end)
-            scanned = len(self.buffer)
-            if not await self.more():
-                return self._take(start, min(end, len(self.buffer)))
-
-    def _header(self) -> Optional[tuple[int, int]]:
-        """The first header's length and where its body starts, once the headers have arrived."""
-        match = HEADER.search(self.buffer)
-        if match is None:  # what cannot hold the start of a header goes, so junk does not pile up
-            self._skip(len(self.buffer) - HEADER_MARGIN)
-            return None
-        end = self.buffer.find(b"\r\n\r\n", match.end() - 2)
-        if end < 0:
-            return None
-        length, start = int(match.group(1)), end + 4 - match.start()
-        self._skip(match.start())  # after reading the match: it reads the buffer this changes
-        return length, start
-
-    def _header_arriving(self, start: int, end: int) -> bool:
-        """Whether the buffer ends in the first part of a header that starts in the body. Never so
-        for a valid body (JSON cannot end in "C" nor hold "Content-Length: " outside a string), so
-        a valid frame never waits on it; the header's "C" is its only one."""
-        at = self.buffer.rfind(b"C", max(start, end - HEADER_MARGIN), end)
-        return at >= 0 and len(self.buffer) - at < HEADER_MARGIN and _header_start(bytes(self.buffer[at:]))
-
-    def _skip(self, count: int) -> None:
-        if count > 0 and not OTHER_HEADERS.fullmatch(self.buffer, 0, count):
-            log.warning("zerograd: skipped %d bytes that were no frame", count)
-        del self.buffer[:max(count, 0)]
-
-    def _take(self, start: int, end: int) -> bytes:
-        body = bytes(self.buffer[start:end])
-        del self.buffer[:end]
-        return body
-
-
-def _header_start(tail: bytes) -> bool:
-    """Whether `tail` is a header cut short: "Cont", "Content-Length: 12"."""
-    return b"Content-Length: ".startswith(tail) or HEADER_START.fullmatch(tail) is not None
 
 
 @dataclass(frozen=True)
@@ -405,7 +328,7 @@ class ZeroGradServer(LanguageServer):
             for cell in cells:
                 text = self.workspace.get_text_document(cell.document).source
                 starts.append((line, cell.document))
-                cell_lines = blank_magics(text.splitlines())
+                cell_lines = blank_magics(split_lines(text))
                 parts.extend(cell_lines + [""])
                 line += len(cell_lines) + 1
             linted = lint(uri, "\n".join(parts) + "\n")
