@@ -149,12 +149,38 @@ def find_pyproject(start: str) -> Optional[Path]:
     return None
 
 
+# A pyproject.toml larger than this is an error, not read: real ones are a few KB, and tomllib
+# holds several times the text while it parses (a 2 GiB file ended in MemoryError).
+MAX_CONFIG_BYTES = 16 << 20
+
+
 def _read_toml(path: Path) -> dict[str, Any]:
+    """The TOML table of `path`; a ConfigError naming the file for anything that is not one."""
+    data = _read_bytes(path)
+    try:
+        return tomllib.loads(data.decode("utf-8"))  # as tomllib.load decodes
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"{path}: cannot read: not UTF-8 ({error.reason} at byte {error.start})") from error
+    except RecursionError as error:
+        raise ConfigError(f"{path}: cannot read: nested too deeply") from error
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: cannot read: {error}") from error
+    except ValueError as error:  # an integer longer than int() reads (sys.get_int_max_str_digits)
+        raise ConfigError(f"{path}: cannot read: {str(error).split(';')[0]}") from error
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The file's bytes, its size checked on the open file before it is read."""
     try:
         with open(path, "rb") as handle:
-            return tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as error:
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(MAX_CONFIG_BYTES + 1) if size <= MAX_CONFIG_BYTES else b""
+    except OSError as error:
         raise ConfigError(f"{path}: cannot read: {error}") from error
+    if size > MAX_CONFIG_BYTES or len(data) > MAX_CONFIG_BYTES:  # or it grew since fstat
+        mib = -(-max(size, len(data)) // (1 << 20))
+        raise ConfigError(f"{path}: too large for a config file ({mib:,} MiB; the limit is {MAX_CONFIG_BYTES >> 20} MiB)")
+    return data
 
 
 def _inside(folder: str) -> bool:

@@ -104,22 +104,46 @@ def _check_notebook(path: str, data: bytes, settings: Settings, describe: bool) 
     return FileResult(path, findings, skipped=[f"cell {cell} ({magic})" for cell, magic in notebook.skipped])
 
 
-def read_file(path: str) -> tuple[Optional[bytes], Optional[str]]:
-    """The bytes of a regular file, or why not (a FIFO would block a read forever)."""
+# A source file larger than this is not read: it gets a ZG900 that says so. Analysis holds some
+# 1.4 KB a line at its peak (docs/bad-input.md, "Long runs": 282 MiB for 200k lines of 30
+# bytes), so 64 MiB of source (about 2M lines) is some 3 GB and 10 minutes: the most a CI
+# runner can give one file. Hand-written modules are far smaller, a generated file this large
+# is data rather than training code, and a 2 GiB file read whole only ended in MemoryError.
+MAX_SOURCE_BYTES = 64 << 20
+
+
+def read_source(path: str) -> Union[bytes, FileResult]:
+    """The bytes of a regular file; else the file's result: why it cannot be read (exit 2), or a
+    ZG900 when it is too large to analyse. The size is the open file's (a FIFO would block a
+    read forever, so the path is looked at first), and no more than the limit is ever read."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
-            return None, f"{path}: not a regular file"
+            return FileResult(path, error=f"{path}: not a regular file")
         with open(path, "rb") as handle:
-            return handle.read(), None
+            size = os.fstat(handle.fileno()).st_size
+            data = handle.read(MAX_SOURCE_BYTES + 1) if size <= MAX_SOURCE_BYTES else b""
     except OSError as error:
-        return None, f"cannot read {path}: {error.strerror or error}"
+        return FileResult(path, error=f"cannot read {path}: {error.strerror or error}")
+    if size > MAX_SOURCE_BYTES or len(data) > MAX_SOURCE_BYTES:  # or it grew since fstat
+        return FileResult(path, [_too_large(max(size, len(data)))])
+    return data
+
+
+def _too_large(size: int) -> Finding:
+    mib = -(-size // (1 << 20))  # rounded up: a byte over the limit is over it
+    return _problem(f"too large to analyse ({mib:,} MiB; the limit is {MAX_SOURCE_BYTES >> 20} MiB)")
+
+
+def read_file(path: str) -> tuple[Optional[bytes], Optional[str]]:
+    """read_source for the fixer: the bytes, or why not; (None, None) for a file too large to
+    analyse, which has nothing to fix (its check reported it)."""
+    read = read_source(path)
+    return (None, read.error) if isinstance(read, FileResult) else (read, None)
 
 
 def check_file(path: str, settings: Settings, describe: bool = True) -> FileResult:
-    data, error = read_file(path)
-    if data is None:
-        return FileResult(path, error=error)
-    return check_bytes(path, data, settings, describe)
+    read = read_source(path)
+    return read if isinstance(read, FileResult) else check_bytes(path, read, settings, describe)
 
 
 def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings, describe: bool, jobs: int,
@@ -136,15 +160,15 @@ def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings
     reported: list[str] = []
     for files, context in given.values():
         for path in files:
-            content, error = _read(path, overrides)
-            if content is None:
-                done.append(FileResult(path, error=error))
+            content = _read(path, overrides)
+            if isinstance(content, FileResult):
+                done.append(content)
             else:
                 data[path] = content
                 reported.append(path)
         for path in context:
-            content, error = _read(path, overrides)
-            if content is not None:
+            content = _read(path, overrides)
+            if not isinstance(content, FileResult):
                 data[path] = content
     stored = _Stored(cache, {p: content_hash(c) for p, c in data.items()} if cache else {}, settings, describe)
     pooled = jobs if len(reported) >= PARALLEL_THRESHOLD else 1
@@ -169,11 +193,11 @@ def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings
     return done + [r for r in cached + rest if r.path in wanted]
 
 
-def _read(path: str, overrides: Optional[dict[str, bytes]]) -> tuple[Optional[bytes], Optional[str]]:
+def _read(path: str, overrides: Optional[dict[str, bytes]]) -> Union[bytes, FileResult]:
     """The text the caller holds for `path` (stdin, an editor's buffer), else the file's bytes."""
     if overrides and path in overrides:
-        return overrides[path], None
-    return read_file(path)
+        return overrides[path]
+    return read_source(path)
 
 
 def _check_rest(data: dict[str, bytes], reported: list[str], stored: _Stored, shared: _Shared,
