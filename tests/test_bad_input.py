@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -10,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from zerograd import cli
+from zerograd import cli, engine, flake8_plugin
+from zerograd.analysis import graph, summaries
 from zerograd.io import files
 
 BUG = "for b in loader:\n    loss.backward()\n    optimizer.step()\n"
@@ -116,3 +118,136 @@ def test_stdin_closed(tmp_path: Path) -> None:
     result = run(tmp_path, "-", stdin=subprocess.DEVNULL, preexec_fn=lambda: os.close(0))
     assert result.returncode == 2
     assert result.stderr.startswith("zerograd: error: cannot read standard input: ")
+
+
+# --- issue 42: every input is one file's problem ------------------------------------------
+
+def _notebook(sources: list[object]) -> str:
+    cells = [{"cell_type": "code", "metadata": {}, "outputs": [], "source": s} for s in sources]
+    return json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+
+
+LOOP = "for x in data:\n    loss = model(x).sum()\n    loss.backward()\n    opt.step()\n"
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [("[" * 100_000 + "]" * 100_000, "not a notebook: JSON nested too deeply"),
+     ('{"cells": [], "n": ' + "1" * 100_000 + "}", "not a notebook: unreadable JSON (Exceeds the limit (4300 digits) "
+      "for integer string conversion: value has 100000 digits)"),
+     (_notebook([["loss.backward()\n", 3]]), "not a notebook: cell 1's source is not text"),
+     (_notebook([{"text": "loss.backward()"}]), "not a notebook: cell 1's source is not text")],
+    ids=["nested-100k-deep", "100k-digit-number", "non-string-in-source", "source-a-dict"],
+)
+def test_a_bad_notebook_is_its_own_problem(tmp_path: Path, content: str, message: str) -> None:
+    """Each crashed the whole run (RecursionError, ValueError, TypeError): the other file's
+    finding was lost. `--fix` leaves the notebook alone and fixes the other file."""
+    (tmp_path / "n.ipynb").write_text(content)
+    (tmp_path / "t.py").write_text(BUG)
+    result = run(tmp_path, "n.ipynb", "t.py")
+    assert result.returncode == 1 and result.stderr == ""
+    assert result.stdout.splitlines() == [f"n.ipynb:1:1: ZG900 cannot parse: {message}",
+                                          "t.py:3:5: ZG001 " + result.stdout.split("ZG001 ")[1].splitlines()[0]]
+    fixed = run(tmp_path, "--fix", "n.ipynb", "t.py")
+    assert fixed.returncode == 1 and fixed.stdout.splitlines() == [f"n.ipynb:1:1: ZG900 cannot parse: {message}"]
+    assert "zero_grad" in (tmp_path / "t.py").read_text() and (tmp_path / "n.ipynb").read_text() == content
+
+
+def test_a_10k_cell_notebook_reports_every_cell(tmp_path: Path) -> None:
+    """One module body of 10,000 training loops (60,000 graph nodes) passed the graph's cap of
+    20,000 nodes and reported nothing, exit 0; a .py holding the same loops likewise."""
+    (tmp_path / "n.ipynb").write_text(_notebook([LOOP] * 10_000))
+    (tmp_path / "t.py").write_text(LOOP * 10_000)
+    result = run(tmp_path, "--format", "github", "n.ipynb", "t.py", timeout=900)  # only a guard against hanging
+    assert result.returncode == 1 and result.stderr == ""
+    lines = result.stdout.splitlines()
+    assert len(lines) == 20_000 and all("title=ZG001" in line for line in lines)
+    assert sum("file=n.ipynb" in line for line in lines) == 10_000
+
+
+def _capped(monkeypatch: pytest.MonkeyPatch, nodes: int = graph.MAX_NODES, work: int = summaries.MAX_WORK) -> None:
+    monkeypatch.setattr(graph, "MAX_NODES", nodes)
+    monkeypatch.setattr(engine, "MAX_NODES", nodes)
+    monkeypatch.setattr(summaries, "MAX_WORK", work)
+    monkeypatch.setattr(summaries, "WORK_PER_NODE", 1)
+
+
+@pytest.mark.parametrize(
+    ("nodes", "work", "reason"),
+    [(40, summaries.MAX_WORK, "the module body is too large (its flow graph passes the limit of 40 nodes)"),
+     (graph.MAX_NODES, 30, "the module body has too many paths (the limit is 62 state transfers)")],
+    ids=["graph-cap", "work-cap"],
+)
+def test_a_scope_past_a_cap_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str], nodes: int, work: int, reason: str) -> None:
+    """The caps, made small: the scope they stop gets a ZG901 at its first loop (a module body)
+    or its `def`, and other scopes and files are still reported; exit 2, as for any ZG901."""
+    _capped(monkeypatch, nodes, work)
+    (tmp_path / "big.py").write_text("import torch\n" + LOOP * 10 + "def f(data, model, opt):\n" +
+                                     "".join(f"    {line}\n" for line in LOOP.splitlines()))
+    (tmp_path / "t.py").write_text(BUG)
+    assert cli.main(["-j", "1", "--no-cache", str(tmp_path)]) == 2
+    out = capsys.readouterr().out.replace(str(tmp_path) + os.sep, "")
+    assert out.splitlines()[:1] == [f"big.py:2:1: ZG901 internal error: not analysed: {reason}"]
+    assert [line.split(" ")[:2] for line in out.splitlines()[1:]] == [["big.py:46:9:", "ZG001"], ["t.py:3:5:", "ZG001"]]
+
+
+def test_a_callee_past_the_cap_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    _capped(monkeypatch, nodes=40)
+    source = "def train(data, model, opt):\n" + "".join(f"    {line}\n" for line in (LOOP * 10).splitlines())
+    source += "def main(opt):\n    train(data, model, opt)\n    loss.backward()\n    opt.step()\n"
+    messages = [(f.line, f.message) for f in engine.lint_source(source) if f.code == "ZG901"]
+    limit = "is too large (its flow graph passes the limit of 40 nodes)"
+    assert messages == [(1, f"internal error: not analysed: train {limit}"),
+                        (42, f"internal error: not analysed: main calls train, which {limit}")]
+
+
+def test_a_scope_too_deep_to_walk_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    def deep(*args: object) -> None:
+        raise RecursionError
+
+    monkeypatch.setattr(summaries.Analyzer, "analyse", deep)
+    found = engine.lint_source("def f(opt):\n" + "".join(f"    {line}\n" for line in LOOP.splitlines()))
+    assert [(f.code, f.line, f.message) for f in found] == [
+        ("ZG901", 1, "internal error: not analysed: f is nested too deeply to walk")]
+
+
+def test_a_non_utf8_pyproject_is_a_config_error(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_bytes(b'[tool.zerograd]\nselect = ["ZG"]  # caf\xe9\n')
+    (tmp_path / "t.py").write_text(BUG)
+    result = run(tmp_path, "t.py")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (f"zerograd: error: {tmp_path.resolve() / 'pyproject.toml'}: cannot read: not UTF-8 "
+                             "(invalid continuation byte at byte 38)\n")
+    # The flake8 route reports with its own options then; it never raised before either but on this.
+    assert flake8_plugin._config.__wrapped__(str(tmp_path)) is None  # type: ignore[attr-defined]
+
+
+def _sparse(path: Path, size: int, head: bytes = b"") -> None:
+    """A file of `size` bytes that takes no disk: the test stays fast, whatever it reads."""
+    with open(path, "wb") as handle:
+        handle.write(head)
+        handle.truncate(size)
+
+
+def test_a_2gib_source_is_too_large_to_analyse(tmp_path: Path) -> None:
+    _sparse(tmp_path / "big.py", 2 << 30, BUG.encode())
+    _sparse(tmp_path / "big.ipynb", (64 << 20) + 1)
+    (tmp_path / "t.py").write_text(BUG)
+    result = run(tmp_path, "big.ipynb", "big.py", "t.py")
+    assert result.returncode == 1 and result.stderr == ""
+    assert result.stdout.splitlines()[:2] == [
+        "big.ipynb:1:1: ZG900 cannot parse: too large to analyse (65 MiB; the limit is 64 MiB)",
+        "big.py:1:1: ZG900 cannot parse: too large to analyse (2,048 MiB; the limit is 64 MiB)"]
+    assert result.stdout.splitlines()[2].startswith("t.py:3:5: ZG001 ")
+    fixed = run(tmp_path, "--fix", ".")
+    assert fixed.returncode == 1 and len(fixed.stdout.splitlines()) == 2 and "zero_grad" in (tmp_path / "t.py").read_text()
+
+
+def test_a_2gib_pyproject_is_a_config_error(tmp_path: Path) -> None:
+    _sparse(tmp_path / "pyproject.toml", 2 << 30, b"[tool.zerograd]\n")
+    (tmp_path / "t.py").write_text(BUG)
+    result = run(tmp_path, "t.py")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (f"zerograd: error: {tmp_path.resolve() / 'pyproject.toml'}: too large for a config file "
+                             "(2,048 MiB; the limit is 16 MiB)\n")
