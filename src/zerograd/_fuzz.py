@@ -97,7 +97,8 @@ def check_program(source: str) -> None:
     assert lint_source(source) == first, "not deterministic"
     assert inspect_source(source) == inspect_source(source, elide=False), "cutting bodies changed the report"
     _check_pieces(source)
-    assert not [f for f in first if f.code == "ZG901"]
+    # A stated limit (a scope too large or too deep, issue 42) is no failure; any other ZG901 is.
+    assert not [f for f in first if f.code == "ZG901" and not f.message.startswith("internal error: not analysed:")]
     cli = sorted((f.line, f.col, f.code) for f in check_source(source, Settings()))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
