@@ -251,3 +251,15 @@ def test_a_2gib_pyproject_is_a_config_error(tmp_path: Path) -> None:
     assert (result.returncode, result.stdout) == (2, "")
     assert result.stderr == (f"zerograd: error: {tmp_path.resolve() / 'pyproject.toml'}: too large for a config file "
                              "(2,048 MiB; the limit is 16 MiB)\n")
+
+
+def test_standard_input_is_read_no_further_than_a_file(tmp_path: Path) -> None:
+    """Standard input over the source limit gets the same ZG900 a file gets, read no further
+    (it was read whole: a 2 GiB stream ended in MemoryError)."""
+    big = tmp_path / "big"
+    _sparse(big, (64 << 20) + 10)
+    with open(big, "rb") as stream:
+        done = subprocess.run([sys.executable, "-m", "zerograd", "--no-cache", "-"], stdin=stream, capture_output=True,
+                              cwd=tmp_path, timeout=120)
+    assert done.returncode == 1 and b"Traceback" not in done.stderr
+    assert done.stdout.decode() == "-:1:1: ZG900 cannot parse: too large to analyse (65 MiB; the limit is 64 MiB)\n"

@@ -11,7 +11,7 @@ from typing import Optional
 
 from .analysis.rules import RULES, rule_page
 from .io.config import Config, ConfigError, Selection, discover_config, parse_codes
-from .io.files import FileResult, check_bytes, lint_paths
+from .io.files import MAX_SOURCE_BYTES, FileResult, check_bytes, lint_paths, too_large
 from .io.report import DESCRIBED, FORMATS, printable, statistics, summary
 from .project.cache import Cache, project_cache
 from .version import __version__
@@ -182,9 +182,11 @@ def _stdin_results(name: str, config: Config, describe: bool, cache: Optional[Ca
     """Standard input as the file `name` of its project (the modules it links with read from
     disk, interface.md v3); without a name, a module alone."""
     try:
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1)  # no more than a file would be read
     except (OSError, ValueError, AttributeError) as error:
         return [FileResult(name, error=f"cannot read standard input: {error}")]
+    if len(data) > MAX_SOURCE_BYTES:
+        return [FileResult(name, [too_large(len(data))])]
     if name != "-":
         return lint_paths([name], config.settings, 1, config, False, describe, cache, overrides={name: data})
     result = check_bytes(name, data, config.settings, describe)

@@ -125,11 +125,11 @@ def read_source(path: str) -> Union[bytes, FileResult]:
     except OSError as error:
         return FileResult(path, error=f"cannot read {path}: {error.strerror or error}")
     if size > MAX_SOURCE_BYTES or len(data) > MAX_SOURCE_BYTES:  # or it grew since fstat
-        return FileResult(path, [_too_large(max(size, len(data)))])
+        return FileResult(path, [too_large(max(size, len(data)))])
     return data
 
 
-def _too_large(size: int) -> Finding:
+def too_large(size: int) -> Finding:
     mib = -(-size // (1 << 20))  # rounded up: a byte over the limit is over it
     return _problem(f"too large to analyse ({mib:,} MiB; the limit is {MAX_SOURCE_BYTES >> 20} MiB)")
 
