@@ -263,3 +263,23 @@ def test_standard_input_is_read_no_further_than_a_file(tmp_path: Path) -> None:
                               cwd=tmp_path, timeout=120)
     assert done.returncode == 1 and b"Traceback" not in done.stderr
     assert done.stdout.decode() == "-:1:1: ZG900 cannot parse: too large to analyse (65 MiB; the limit is 64 MiB)\n"
+
+
+def test_a_form_feed_on_the_first_line_does_not_hide_the_encoding_cookie() -> None:
+    """CPython reads a PEP 263 cookie on line 2 after a form feed on line 1; the text that stands
+    in for a file (flake8's lines, an editor's buffer) is encoded as that cookie says."""
+    from zerograd.io.files import encoded
+
+    text = '# a\x0c comment\n# -*- coding: latin-1 -*-\nname = "\xe9"\n'
+    assert encoded(text) == text.encode("latin-1")
+
+
+def test_a_lone_cr_in_a_cell_keeps_the_file_lines_of_the_cells_later_lines() -> None:
+    from zerograd.io.notebook import read_notebook, source_file_lines
+
+    cell = {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+            "source": ["a = 1\rb = 2\n", "c = 3\n"]}
+    text = json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}, indent=1)
+    lines = source_file_lines(text)[1]
+    assert len(lines) == 3 and lines[1] == lines[0] == lines[2] - 1  # "b = 2" is on the JSON line of "a = 1"
+    assert len(read_notebook(text).source.splitlines()) >= 3

@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import io
 import os
+import re
 import stat
 import sys
 import tokenize
@@ -49,10 +50,15 @@ def decode(data: bytes) -> str:
     return data.decode(encoding)
 
 
+# The first two lines as CPython's tokenizer ends them (not at a form feed: front/lines.py).
+_TWO_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?[^\r\n]*(?:\r\n|\r|\n)?")
+
+
 def encoded(text: str) -> Optional[bytes]:
     """Decoded text (an editor's buffer, flake8's lines) as bytes that `decode` turns back into
     it, its PEP 263 cookie honoured; None when the cookie's encoding cannot hold the text."""
-    head = "".join(text.splitlines(keepends=True)[:2]).encode("utf-8", "replace")
+    first = _TWO_LINES.match(text)  # always matches (maybe nothing)
+    head = (first.group() if first else "").encode("utf-8", "replace")  # where a cookie may be
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(head).readline)
         return text.encode("utf-8" if encoding == "utf-8-sig" else encoding)

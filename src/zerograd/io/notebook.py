@@ -144,7 +144,7 @@ def source_file_lines(text: str) -> dict[int, list[int]]:
             if not isinstance(piece, _At):
                 continue
             line = bisect.bisect_left(newlines, piece.offset) + 1
-            parts = piece.split("\n")
+            parts = _LINE_END.split(piece)  # as read_notebook splits the cell (front/lines.py)
             for index, part in enumerate(parts):
                 ended = index < len(parts) - 1
                 if begins and (part or ended):
@@ -152,6 +152,9 @@ def source_file_lines(text: str) -> dict[int, list[int]]:
                 begins = ended or begins and not part
         out[number] = lines
     return out
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 # Cell magics that run their body as Python (IPython's own, and memory_profiler's): a loop timed
