@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 
@@ -116,3 +118,33 @@ def test_flake8_reads_the_files_tool_zerograd(tmp_path: Path) -> None:
     assert [line.split(" ")[0] for line in plugin.splitlines()] == [line.split(" ")[0] for line in cli.splitlines()]
     overridden = flake8("--zerograd-optimizer-names", "other", "train.py", cwd=tmp_path).stdout.decode()
     assert overridden == ""
+
+
+def test_the_plugin_reads_a_project_once_per_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 43: flake8 hands the plugin one file at a time, and each file read, hashed and
+    planned its whole project again (331 files read 331 times each on a real package). A
+    process now reads each module of the project once, and answers as a run over the project."""
+    import ast
+
+    import zerograd.io.files
+    import zerograd.io.snapshot
+    from zerograd.flake8_plugin import ZeroGradPlugin
+
+    project = tmp_path / "split"
+    shutil.copytree(ROOT / "fixtures" / "projects" / "split", project)
+    (project / "pyproject.toml").write_text("[tool.zerograd]\n")
+    for index in range(20):  # unrelated modules: the context every file used to read again
+        (project / f"other_{index}.py").write_text(f"def f_{index}(x):\n    return x + {index}\n")
+    modules = sorted(project.rglob("*.py"))
+    reads: list[str] = []
+    real = zerograd.io.files.read_source
+    monkeypatch.setattr(zerograd.io.snapshot, "read_source", lambda path: reads.append(path) or real(path))
+    monkeypatch.setattr(zerograd.io.files, "read_source", lambda path: reads.append(path) or real(path))
+    found = []
+    for module in modules:
+        text = module.read_text()
+        lines = text.splitlines(keepends=True)
+        found += [f"{module.name}:{line}:{col + 1} {message.split()[0]}"
+                  for line, col, message, _ in ZeroGradPlugin(ast.parse(text), lines, str(module)).run()]
+    assert sorted(found) == ["train_leak.py:11:9 ZG001", "train_lost.py:11:9 ZG002"]
+    assert len(reads) == len(modules) and len(set(reads)) == len(modules)

@@ -3,8 +3,8 @@
 libcst is imported inside run() only (through the engine's prefilter), so flake8 starts as fast
 with the plugin installed as without it. flake8 hands over one file at a time; the file is
 checked as `zerograd FILE` checks it (interface.md v3): in its project's context, flake8's text
-standing in for the file's, with the cache the CLI run from the file's project uses (so the
-context costs a hash of the project's files once a run has seen them).
+standing in for the file's, with the cache the CLI run from the file's project uses. The
+project is read, hashed and planned once per flake8 process, not once per file (io/snapshot.py).
 
 The file's `[tool.zerograd]` (the pyproject.toml found from the file up) applies as it does to the
 CLI: its `optimizer-names` and `not-optimizer-names` unless flake8's own `--zerograd-*` options
@@ -88,15 +88,18 @@ class ZeroGradPlugin:
         """The file's findings in its project, as the CLI gives them; None when flake8's text
         cannot be given the file's encoding (then it is analysed alone)."""
         from .io.files import encoded, lint_paths
+        from .io.snapshot import lint_in_snapshot
 
         data = encoded("".join(self.lines))
         if data is None:
             return None
-        results = lint_paths([self.filename], settings, 1, config or Config(), describe=False,
-                             cache=_cache(os.path.dirname(os.path.abspath(self.filename)), settings),
-                             overrides={self.filename: data})
-        mine = [result for result in results if result.path == self.filename]
-        return mine[0].findings if mine and mine[0].error is None else None
+        cache = _cache(os.path.dirname(os.path.abspath(self.filename)), settings)
+        found = lint_in_snapshot(self.filename, data, settings, config or Config(), cache)
+        if found is None:  # flake8's text is not the file's: a run of its own
+            results = lint_paths([self.filename], settings, 1, config or Config(), describe=False, cache=cache,
+                                 overrides={self.filename: data})
+            found = next((result for result in results if result.path == self.filename), None)
+        return found.findings if found is not None and found.error is None else None
 
 
 @cache

@@ -1,0 +1,90 @@
+"""A project read, hashed and planned once per process, answering for any of its files (issue 43).
+
+flake8 hands the plugin one file at a time. Checked as `zerograd FILE` checks it, each file read,
+hashed and planned its whole project again: 331 files of a project read 331 times each, a route
+quadratic in the project's size that the cache could not help (reading the files to validate it
+was the cost). A process now takes one snapshot of a file's project, the first time it is asked
+about one of its files: every module read and hashed, the plan made or taken from the cache, the
+cached findings of every group taken. A file is then answered from it, its group checked at the
+first ask of any of its modules. A run is one moment: as the CLI reads each file once per run,
+a snapshot is not re-read, except that the text the caller holds for the file asked about must
+be the text the snapshot read; when it is not (an edit since, standard input), the caller falls
+back to a fresh run over the project.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Optional
+
+from ..analysis.model import Settings
+from ..project.cache import Cache, content_hash
+from .config import Config
+from .discovery import walk
+from .files import FileResult, _Pending, _plan, _prepare, _Shared, _Stored, read_source
+from .projects import Projects, contexts, fallback_for
+
+KEPT = 4  # projects whose snapshots a process keeps (flake8 walks one project's files together)
+
+
+@dataclass
+class Snapshot:
+    data: dict[str, bytes]  # path as walked -> bytes
+    stored: _Stored
+    shared: _Shared
+    groups: dict[str, list[str]]  # a linked module -> its group still to check (paths as walked)
+    known: dict[str, FileResult] = field(default_factory=dict)  # answered, or taken from the cache
+
+    def answer(self, path: str) -> FileResult:
+        """The findings of `path` (as walked), its group checked together at the first ask."""
+        if path not in self.known:
+            group = self.groups.get(path, [path])
+            signature = self.stored.group(group) if len(group) > 1 else ()
+            hit = self.stored.get(path, ()) if len(group) == 1 else None
+            for result in [hit] if hit is not None else self.shared.check(group):
+                self.known[result.path] = self.stored.put(result, signature) if hit is None else result
+        return self.known[path]
+
+
+def take(paths: list[str], settings: Settings, cache: Optional[Cache]) -> Snapshot:
+    """Read, hash and plan the project of `paths` (every module of it) once."""
+    data: dict[str, bytes] = {}
+    for path in paths:
+        read = read_source(path)
+        if not isinstance(read, FileResult):
+            data[path] = read
+    stored = _Stored(cache, {p: content_hash(c) for p, c in data.items()} if cache else {}, settings, False)
+    ready = _prepare(data, stored, set(data))
+    project, todo, cached = _plan(ready, stored, {}) if isinstance(ready, _Pending) else ready
+    units = {a: project for a in project.units} if project is not None else {}
+    shared = _Shared(data, units, dict(project.alone) if project is not None else {}, settings, False)
+    snapshot = Snapshot(data, stored, shared, {p: group for group in todo for p in group})
+    snapshot.known.update((r.path, r) for r in cached)
+    return snapshot
+
+
+_TAKEN: OrderedDict[tuple[str, Config, Settings, Optional[str]], tuple[Snapshot, dict[str, str]]] = OrderedDict()
+
+
+def lint_in_snapshot(path: str, data: bytes, settings: Settings, config: Config,
+                     cache: Optional[Cache]) -> Optional[FileResult]:
+    """The result of the file at `path`, whose text the caller holds as `data`, from this
+    process's snapshot of its project (taken now if missing); None when the snapshot read other
+    text for it, or none (the caller then runs over the project afresh)."""
+    root = Projects().root_of(path, fallback_for(path, path, {}))
+    key = (root, config, settings, cache.folder if cache is not None else None)
+    if key not in _TAKEN:
+        found = contexts([(path, fallback_for(path, path, {}))], lambda r, packages: walk(r, config, packages))
+        files, context = found.get(root, ([path], []))
+        snapshot = take(sorted(set(files + context)), settings, cache)
+        _TAKEN[key] = snapshot, {os.path.abspath(p): p for p in snapshot.data}
+        while len(_TAKEN) > KEPT:
+            _TAKEN.popitem(last=False)
+    _TAKEN.move_to_end(key)
+    snapshot, walked = _TAKEN[key]
+    mine = walked.get(os.path.abspath(path))
+    if mine is None or snapshot.data[mine] != data:
+        return None
+    return snapshot.answer(mine)
