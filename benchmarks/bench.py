@@ -3,6 +3,7 @@
     python benchmarks/bench.py                  # LARGE without torch, 3 repetitions
     python benchmarks/bench.py --with-torch     # LARGE includes torch's own Python files (slow)
     python benchmarks/bench.py --repeat 1 --skip-flake8   # a quick look
+    python benchmarks/bench.py --only GROWTH --sizes 100,1000   # every route on generated projects
 
 Corpora come from pinned releases unpacked into the cache outside the repo: LARGE is every .py
 file of bench.lock.json's packages, TRAINING those files whose text contains `backward`, DENSE
@@ -16,7 +17,10 @@ check`, a warm run (its cache filled by a run before the timed ones) against the
 flake8 plugin's share of flake8's run, a one-file cold process, the language server's lint after
 an edit; the floors beside them are CPython's parser on the prefiltered files and LibCST on what
 zerograd must parse of them (the bodies it cannot use cut). Commands run with their bytecode
-cached, as an installed package has it.
+cached, as an installed package has it. GROWTH (issue 43, project_growth.py) runs every route (the
+CLI cold and warm, flake8 with and without the plugin, pre-commit, the language server) on
+generated projects of 100 to 20,000 modules (synthetic.py) and checks that time per module and
+peak memory stay flat from 1,000 modules up.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+import project_growth
 from corpus import extract, fetch, load_lock, python_files
 
 BIN = Path(sys.executable).parent
@@ -344,12 +349,19 @@ def main() -> int:
     parser.add_argument("--with-torch", action="store_true", help="add torch's Python files to LARGE")
     parser.add_argument("--skip-flake8", action="store_true", help="leave out the (slow) flake8 runs")
     parser.add_argument("--skip-huge", action="store_true",
-                        help="leave out the growth and huge-file figures (a quicker look at one corpus)")
-    parser.add_argument("--only", choices=("TRAINING", "LARGE", "DENSE", "HUGE"), action="append",
-                        help="measure only these corpora (repeatable); HUGE: only the generated huge files")
+                        help="leave out the growth, project growth and huge-file figures (a quicker look at one corpus)")
+    parser.add_argument("--only", choices=("TRAINING", "LARGE", "DENSE", "HUGE", "GROWTH"), action="append",
+                        help="measure only these corpora (repeatable); HUGE: only the generated huge files; "
+                             "GROWTH: only every route on generated projects (--sizes)")
+    parser.add_argument("--sizes", default=",".join(map(str, project_growth.SIZES)),
+                        type=lambda text: [int(n) for n in text.split(",")],
+                        help="GROWTH: project sizes in modules, comma-separated (default %(default)s)")
+    parser.add_argument("--timeout", type=float, default=3600,
+                        help="GROWTH: seconds a command may take before it is killed and given up (default %(default)s)")
     args = parser.parse_args()
-    if args.only == ["HUGE"]:
-        return report_huge([])
+    if args.only and set(args.only) <= {"HUGE", "GROWTH"}:
+        checks = project_growth_checks(args) if "GROWTH" in args.only else []
+        return report_huge(checks, generate="HUGE" in args.only)
     sets = {label: files for label, files in corpora(args.with_torch).items() if not args.only or label in args.only}
     for label, files in sets.items():
         print(f"{label}: {len(files):,} files, {lines_of(files):,} lines, "
@@ -392,11 +404,19 @@ def main() -> int:
         checks.append(("zerograd -j1 on TRAINING / libcst parse of it all", f"{ratio:.2f}x", ratio <= 1.3))
     if args.skip_huge:
         return report_huge(checks, generate=False)
+    if not args.only or "GROWTH" in args.only:
+        checks += project_growth_checks(args)
     rows = growth()
     spread = max(r[1] for r in rows) / min(r[1] for r in rows) - 1
     checks.append(("time per line, 1k..100k lines: spread", f"{100 * spread:.0f}%", spread <= 0.2))
     print("  growth: " + ", ".join(f"{n:,} lines {ms:.2f} ms/1k lines" for n, ms in rows))
     return report_huge(checks)
+
+
+def project_growth_checks(args: argparse.Namespace) -> list[tuple[str, str, bool]]:
+    """Issue 43's table (project_growth.py), printed; its checks, returned."""
+    print(f"\nproject growth: every route on generated projects of {', '.join(f'{n:,}' for n in args.sizes)} modules")
+    return project_growth.report(args.sizes, args.repeat, args.skip_flake8, args.timeout)
 
 
 def report_huge(checks: list[tuple[str, str, bool]], generate: bool = True) -> int:
