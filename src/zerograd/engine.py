@@ -20,6 +20,7 @@ from .analysis.rules import CLEAR_KINDS, HOOK_KINDS, Hook, code_for, message
 from .analysis.summaries import CapReached
 from .analysis.verdicts import Verdict
 from .front.lines import split_lines
+from .front.size import TooLarge, check_statement
 from .knowledge.frameworks import ALONE, HOOKS, Outside, named
 
 SHARE_LINES = 10_000  # a file this long shares its whitespace nodes (compact.py)
@@ -105,6 +106,8 @@ def _inspect(source: str, settings: Settings, elide: bool, tree: Optional[ast.Mo
     if scan is None:
         try:
             scan = scan_of(source, tree)
+        except TooLarge as error:
+            return Report([_too_large(error)])
         except (SyntaxError, RecursionError, MemoryError, ValueError):
             pass  # front_end reports it
     # A module alone that calls no backward can hold no finding (may_hold_findings).
@@ -157,6 +160,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
         shared: Optional[Shared] = {} if trees is None and source.count("\n") >= SHARE_LINES else None
         while pieces:
             text, offset, starts = pieces.pop()
+            check_statement(text, starts[0] if starts else offset + 1)
             try:
                 module, known, indents = parse_statement(text, trees)
             except libcst.ParserSyntaxError as error:  # its line is the statement's: after `offset` lines
@@ -166,12 +170,18 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
             if shared is not None:  # never while trees are kept (a kept tree is shared as it is)
                 share_whitespace(module, shared)
             chunks.append(Chunk(module, offset, starts, known, indents))
+    except TooLarge as error:  # valid, maybe: no "invalid syntax" from a parse of the whole text
+        return Report([_too_large(error)])
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
         return Report([_syntax_error(source, str(error) or type(error).__name__, 1, 0)])
     try:
         return Front(*build_module(chunks, settings, link, linked, outside))
     except RecursionError:
         return _too_deep()
+
+
+def _too_large(error: TooLarge) -> Finding:
+    return Finding("ZG900", message("ZG900", error.reason), Span(error.line, 0, error.line, 0))
 
 
 def _too_deep() -> Report:

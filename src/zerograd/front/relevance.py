@@ -38,6 +38,7 @@ from ..knowledge.optimizers import (
 )
 from .lines import LINE
 from .outline import Outline, closure
+from .size import check_lines
 
 # Nodes with nothing to record under them (a Call reads its own name and arguments).
 _LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
@@ -59,7 +60,9 @@ def scan_text(source: str, piece_lines: Optional[int] = None, walk: bool = True)
     file is parsed in pieces cut before top-level definitions, each tree dropped once scanned:
     a whole tree weighs about 2.5 KB per line, more than all the rest of a run on a generated
     file of 200k lines. A cut is safe when every piece parses: a piece that parses ends outside
-    any string or bracket, so the next one starts a statement, as in the whole text."""
+    any string or bracket, so the next one starts a statement, as in the whole text. Raises
+    size.TooLarge, before any parse, for text too large to give CPython's parser at once."""
+    check_lines(source)
     scan = Scan()
     piece_lines = piece_lines or PIECE_LINES
     with warnings.catch_warnings():  # SyntaxWarnings are the user's compiler's business

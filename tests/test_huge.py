@@ -1,0 +1,113 @@
+"""Issue 43: a statement too large to parse is a ZG900 that says so (front/size.py), on every
+route; a huge file keeps bounded state per function."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from zerograd.analysis.model import Settings
+from zerograd.engine import lint_source
+from zerograd.front import size
+from zerograd.io.files import check_source
+
+LOOP = "for b in loader:\n    loss = model(b).sum()\n    loss.backward()\n    optimizer.step()\n"
+
+
+@pytest.fixture
+def small_limits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Limits of 1,000 tokens for CPython's parser and 500 for LibCST: the same paths as the
+    real limits, on texts that take milliseconds."""
+    monkeypatch.setattr(size, "LINE_TOKENS", 1000)
+    monkeypatch.setattr(size, "STATEMENT_TOKENS", 500)
+
+
+def codes(source: str) -> list[tuple[int, str, str]]:
+    return [(f.line, f.code, f.message) for f in lint_source(source)]
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_a_line_too_large_is_said_so_never_invalid_syntax() -> None:
+    """The issue's 50 MB line, small: valid code, reported as too large at its line."""
+    source = "import torch\nx = [" + "1, " * 2000 + "1]; loss.backward()\n"
+    ((line, code, text),) = codes(source)
+    assert (line, code) == (2, "ZG900")
+    assert text == "cannot parse: too large to analyse (a line of 6 KB, over 1,000 tokens; the limit is 1,000 tokens)"
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_indented_lines_count_with_the_line_they_continue() -> None:
+    """A literal written one element a line (as a formatter lays it out) is one statement."""
+    source = "x = [\n" + "    1,\n" * 1200 + "]\n" + LOOP
+    ((line, code, text),) = codes(source)
+    assert (line, code) == (1, "ZG900") and "(a statement of 8 KB, over 1,000 tokens;" in text
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_a_statement_too_large_for_libcst_is_found_after_the_scan() -> None:
+    """Lines at column 0 inside brackets hide a statement's size from the text; CPython's scan
+    finds where it ends, and LibCST is not given it."""
+    source = "import torch\n" + LOOP + "x = [\n" + "1,\n" * 600 + "]\n"
+    ((line, code, text),) = codes(source)
+    assert (line, code) == (6, "ZG900")
+    assert text.endswith("(a statement of 2 KB, over 500 tokens; the limit is 500 tokens)")
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_a_body_the_cut_removes_does_not_count() -> None:
+    """A function the analysis cannot use is cut before LibCST (relevance.py): only what LibCST
+    is given counts against its limit. The same body in a function that backpropagates is kept
+    whole, and is too large."""
+    body = "".join(f"    a{i} = {i}\n" for i in range(200))  # 600 tokens: under 1,000, over 500
+    assert [code for _, code, _ in codes("def table():\n" + body + LOOP)] == ["ZG001"]
+    kept = "def train():\n" + body + "".join("    " + line + "\n" for line in LOOP.splitlines())
+    ((line, code, text),) = codes(kept)
+    assert (line, code) == (1, "ZG900") and "(a statement of" in text
+
+
+def test_below_the_limits_findings_are_as_usual() -> None:
+    source = "x = [" + "1, " * 20_000 + "1]\n" + LOOP
+    assert [(line, code) for line, code, _ in codes(source)] == [(5, "ZG001")]
+
+
+@pytest.mark.usefixtures("small_limits")
+def test_every_route_gets_it() -> None:
+    """check_source (the CLI's and the language server's way in) and the flake8 adapter's
+    (lint_source with flake8's tree: no text check, LibCST's limit only)."""
+    import ast
+
+    source = "import torch\nx = [" + "1, " * 2000 + "1]; loss.backward()\n"
+    (found,) = check_source(source, Settings())
+    assert found.code == "ZG900" and "too large" in found.message
+    (found,) = lint_source(source, tree=ast.parse(source))
+    assert found.code == "ZG900" and "a statement of 6 KB, over 500 tokens" in found.message
+
+
+def test_the_language_server_reports_a_line_too_large() -> None:
+    """A document holding one line of 1.5 MB (500,000 elements, over the real limit of 480,000
+    tokens): a ZG900 that says so, published like any other finding."""
+    from test_server import _Raw
+
+    text = "import torch\nx = [" + "1, " * 500_000 + "1]; loss.backward()\n"
+    process = subprocess.Popen([sys.executable, "-m", "zerograd", "server"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        talk = _Raw(process)
+        talk.send({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                   "params": {"capabilities": {}, "processId": None, "rootUri": None}})
+        talk.send({"jsonrpc": "2.0", "method": "initialized", "params": {}})
+        talk.send({"jsonrpc": "2.0", "method": "textDocument/didOpen", "params": {
+            "textDocument": {"uri": "untitled:big", "languageId": "python", "version": 1, "text": text}}})
+        (found,) = talk.diagnostics("untitled:big", version=1)
+        talk.send({"jsonrpc": "2.0", "id": 2, "method": "shutdown"})
+        talk.send({"jsonrpc": "2.0", "method": "exit"})
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert isinstance(found, dict) and found["code"] == "ZG900"
+    assert found["range"]["start"] == {"line": 1, "character": 0}
+    assert "too large to analyse (a line of 1.4 MB, over 480,000 tokens" in found["message"]
