@@ -148,3 +148,17 @@ def test_the_plugin_reads_a_project_once_per_process(tmp_path: Path, monkeypatch
                   for line, col, message, _ in ZeroGradPlugin(ast.parse(text), lines, str(module)).run()]
     assert sorted(found) == ["train_leak.py:11:9 ZG001", "train_lost.py:11:9 ZG002"]
     assert len(reads) == len(modules) and len(set(reads)) == len(modules)
+
+
+def test_a_run_that_deselects_zg_pays_nothing_for_the_plugin(tmp_path: Path) -> None:
+    """flake8 runs every installed plugin and filters what it yields: `--extend-ignore ZG` (or a
+    --select without ZG) used to run the whole analysis for nothing. Such a run now does none."""
+    (tmp_path / "t.py").write_text("import torch\nfor b in loader:\n    model(b).sum().backward()\n    opt.step()\n")
+    spy = ("import sys, zerograd.flake8_plugin as p\n"
+           "p.ZeroGradPlugin._in_project = lambda *a, **k: sys.exit('analysed')\n"
+           "from flake8.main.cli import main\n"
+           "sys.exit(main(sys.argv[1:]))\n")
+    for args, analysed in ((["--extend-ignore", "ZG"], False), (["--select", "E,W"], False), (["--select", "ZG"], True)):
+        done = subprocess.run([sys.executable, "-c", spy, *args, "t.py"], capture_output=True, cwd=tmp_path,
+                              timeout=120)
+        assert (b"analysed" in done.stderr) == analysed, (args, done)

@@ -33,6 +33,7 @@ class ZeroGradPlugin:
     name = "zerograd"
     version = __version__
     settings = Settings()  # flake8's own options, when given
+    enabled = True  # whether flake8 reports any ZG code (parse_options)
 
     def __init__(self, tree: ast.AST, lines: Sequence[str], filename: str = "") -> None:
         self.tree = tree if isinstance(tree, ast.Module) else None  # flake8's, reused: no second ast.parse
@@ -55,8 +56,11 @@ class ZeroGradPlugin:
         cls.settings = settings_from(
             list(options.zerograd_optimizer_names or ()), list(options.zerograd_not_optimizer_names or ())
         )
+        cls.enabled = _selects_any(options)
 
     def run(self) -> Iterator[Result]:
+        if not self.enabled:
+            return
         from .engine import lint_source
 
         on_disk = bool(self.filename) and self.filename not in ("-", "stdin")
@@ -100,6 +104,22 @@ class ZeroGradPlugin:
                                  overrides={self.filename: data})
             found = next((result for result in results if result.path == self.filename), None)
         return found.findings if found is not None and found.error is None else None
+
+
+def _selects_any(options: Any) -> bool:
+    """Whether flake8's --select/--ignore (and their extend- forms) leave any ZG code reported:
+    flake8 runs every installed plugin and filters what it yields, so a run that deselects
+    zerograd (`--extend-ignore ZG`) would otherwise pay for the whole analysis. Per-file ignores
+    are flake8's per file: those runs analyse as before."""
+    from .analysis.rules import RULES
+
+    try:
+        from flake8.style_guide import Decision, DecisionEngine  # type: ignore[import-untyped]
+
+        engine = DecisionEngine(options)
+        return any(engine.decision_for(code) == Decision.Selected for code in RULES)
+    except Exception:  # noqa: BLE001 - another flake8's internals: analyse, as before
+        return True
 
 
 @cache
