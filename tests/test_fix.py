@@ -297,6 +297,23 @@ def test_fix_writes_through_a_symlink_to_its_target_and_keeps_the_link(tmp_path:
     assert sorted(p.name for p in tmp_path.rglob("*")) == ["link.py", "links", "real.py", "src"]
 
 
+def test_fix_does_not_follow_a_repositorys_link_out_of_the_folder_it_walks(tmp_path: Path) -> None:
+    """issue 42: a repository is untrusted. A link it ships to a file of the user's outside it
+    (found by walking the folder) is not written through; a link inside it is, and so is one
+    the user names on the command line."""
+    (tmp_path / "repo").mkdir()
+    victim = tmp_path / "victim.py"
+    victim.write_text(BUG)
+    (tmp_path / "repo" / "out.py").symlink_to(victim)
+    (tmp_path / "repo" / "real.py").write_text(BUG)
+    (tmp_path / "repo" / "in.py").symlink_to("real.py")
+    result = run(tmp_path, "--no-cache", "--fix", "repo")
+    assert result.returncode == 2 and b"cannot fix repo/out.py: it links outside repo" in result.stderr, result.stderr
+    assert victim.read_text() == BUG and (tmp_path / "repo" / "real.py").read_text() == FIXED
+    assert run(tmp_path, "--no-cache", "--fix", "repo/out.py").returncode == 0
+    assert victim.read_text() == FIXED and (tmp_path / "repo" / "out.py").is_symlink()
+
+
 def test_a_read_only_file_is_refused_left_as_it_was_and_its_finding_reported(tmp_path: Path) -> None:
     """issue 42 item 7: a 0444 file in a writable folder was rewritten (the rename needs only the
     folder's permission, and root's access() ignores the mode). Refusing is an error (exit 2,

@@ -135,7 +135,8 @@ def _fix(files: list[str], config: Config, args: argparse.Namespace, cache: Opti
             failed = True
             continue
         wanted = {fix_key(f.code, f.message) for f in checked.findings}
-        result = fix_file(path, config.settings, write=args.fix and not args.diff, wanted=wanted)
+        result = fix_file(path, config.settings, write=args.fix and not args.diff, wanted=wanted,
+                          within=_walked_from(path, files))
         for warning in result.warnings:
             print(printable(f"zerograd: warning: {path}: {warning}"), file=sys.stderr)
         if result.error:
@@ -176,6 +177,15 @@ def _explain(code: str) -> int:
 
 def _split(value: str) -> tuple[str, ...]:
     return tuple(v.strip() for v in value.split(",") if v.strip())
+
+
+def _walked_from(path: str, arguments: list[str]) -> Optional[str]:
+    """The folder argument whose walk found `path`; None when the user named the file itself."""
+    if path in arguments:
+        return None
+    absolute = os.path.abspath(path)
+    folders = [a for a in arguments if os.path.isdir(a) and absolute.startswith(os.path.join(os.path.abspath(a), ""))]
+    return min(folders, key=len) if folders else None  # the widest folder the user handed over
 
 
 def _stdin_results(name: str, config: Config, describe: bool, cache: Optional[Cache]) -> list[FileResult]:

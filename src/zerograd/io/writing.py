@@ -52,16 +52,18 @@ class FixResult:
 
 
 def fix_file(path: str, settings: Settings, write: bool,
-             wanted: Optional[Collection[tuple[str, str]]] = None) -> FixResult:
+             wanted: Optional[Collection[tuple[str, str]]] = None, within: Optional[str] = None) -> FixResult:
     """Never raises: a failure is reported as an error and the file is left as it was.
-    `wanted`: what may be fixed (fix.fix_source)."""
+    `wanted`: what may be fixed (fix.fix_source); `within`: the folder a link found in it must
+    lead into to be written through (None: the user named the file)."""
     try:
-        return _fix_file(path, settings, write, wanted)
+        return _fix_file(path, settings, write, wanted, within)
     except Exception as error:  # noqa: BLE001
         return FixResult(path, error=f"ZG901 internal error while fixing {path}: {type(error).__name__}: {error}")
 
 
-def _fix_file(path: str, settings: Settings, write: bool, wanted: Optional[Collection[tuple[str, str]]]) -> FixResult:
+def _fix_file(path: str, settings: Settings, write: bool, wanted: Optional[Collection[tuple[str, str]]],
+              within: Optional[str]) -> FixResult:
     data, error = read_file(path)
     if data is None:
         return FixResult(path, error=error)
@@ -70,14 +72,20 @@ def _fix_file(path: str, settings: Settings, write: bool, wanted: Optional[Colle
     else:
         result, new_data = _fix_python(path, data, settings, wanted)
     if write and result.changed and result.error is None and new_data is not None:
-        result.error = _write(path, new_data)
+        result.error = _write(path, new_data, within)
     return result
 
 
-def _write(path: str, data: bytes) -> Optional[str]:
+def _write(path: str, data: bytes, within: Optional[str] = None) -> Optional[str]:
     """Write `data` to the file `path` names, through a symbolic link to its target (as black
-    and ruff do: the link stays a link); None, or why not."""
+    and ruff do: the link stays a link); None, or why not. A link found in a folder the run
+    walked must lead into that folder: a repository is untrusted, and one shipping a link to a
+    file of the user's must not make --fix write there (issue 42)."""
     target = os.path.realpath(path)
+    if within is not None and os.path.islink(path):
+        inside = os.path.realpath(within)
+        if os.path.commonpath([inside, target]) != inside:
+            return f"cannot fix {path}: it links outside {within} (to {target})"
     try:
         if _read_only(target):
             return f"cannot fix {path}: read-only file"
