@@ -56,6 +56,8 @@ class Analyzer:
         self.statics: dict[tuple[int, Funcs], Summary] = {}
         self.caches: dict[tuple[int, Funcs], dict[int, Summary]] = {}  # per-node summaries, shared
         self.held: dict[int, list[tuple[Any, ...]]] = {}  # fid -> its keys in graphs, caches, memo
+        self.computing: list[tuple[int, Funcs]] = []  # the static summaries under way, innermost last
+        self.pinned: set[tuple[int, Funcs]] = set()  # those whose node summaries read one under way
         self.work = 0
         self.budget = MAX_WORK  # set per analysed scope (analyse)
 
@@ -75,13 +77,23 @@ class Analyzer:
     # --- static summaries (what a function can do at all, in its caller's words) ------------
 
     def static(self, fid: int, funcs: Funcs = ()) -> Summary:
+        """What `fid` can do at all. The summaries of its nodes made on the way go with it, unless
+        they read a summary still under way (recursion): a graph of `fid` makes them again, the
+        same, from the summaries that stay. Kept, they were most of a linked project's memory
+        (one per IR node of every function)."""
         key = (fid, funcs)
         if key not in self.statics:
             self.statics[key] = Summary()  # recursion: what is known so far
             function = self.program.functions[fid]
             cache = self.caches.setdefault(key, {})
             self._hold(key)
-            self.statics[key] = summarize(function.body, cache, lambda call: self.call_summary(call, funcs))
+            self.computing.append(key)
+            try:
+                self.statics[key] = summarize(function.body, cache, lambda call: self.call_summary(call, funcs))
+            finally:
+                self.computing.pop()
+            if key not in self.pinned and self.caches.get(key) is cache:
+                del self.caches[key]
         return self.statics[key]
 
     def call_summary(self, call: Call, funcs: Funcs = ()) -> Summary:
@@ -89,7 +101,10 @@ class Analyzer:
         if fid is None:
             return Summary()
         callee = self.program.functions[fid]
-        inner = self.static(fid, self.handed(call, funcs))
+        handed = self.handed(call, funcs)
+        if self.computing and (fid, handed) in self.computing:
+            self.pinned.add(self.computing[-1])  # its node summaries hold what is known so far
+        inner = self.static(fid, handed)
         call = self.bound(call, funcs)
         out = Summary(backward=inner.backward, maybe=set(inner.maybe))
         out.partial = None if inner.partial is None else (call.site,) + inner.partial
