@@ -111,3 +111,35 @@ def test_the_language_server_reports_a_line_too_large() -> None:
     assert isinstance(found, dict) and found["code"] == "ZG900"
     assert found["range"]["start"] == {"line": 1, "character": 0}
     assert "too large to analyse (a line of 1.4 MB, over 480,000 tokens" in found["message"]
+
+
+def test_the_engine_empties_the_scan_it_is_handed() -> None:
+    """Issue 43: a scan weighs 2 KB per function (67 MiB for 200k lines of 6-line functions) and
+    its callers hold it through the whole check: the front end empties it once it has cut the
+    text, and a second use fails loudly instead of finding nothing."""
+    from zerograd.engine import front_end, inspect_source
+    from zerograd.front.relevance import scan_text
+
+    source = "import torch\n" + LOOP
+    scan = scan_text(source)
+    assert inspect_source(source, scan=scan) == inspect_source(source)
+    assert scan.__dict__ == {}
+    with pytest.raises(AttributeError):
+        front_end(source, Settings(), scan=scan)
+
+
+def test_names_are_one_string_each_in_a_long_file() -> None:
+    """Issue 43: the parser makes a string per name written; a long file's statements share one
+    (a KB per 6-line training function), and its findings do not change."""
+    import libcst as cst
+
+    from zerograd.front.compact import share_whitespace
+    from zerograd.front.parse import parse_module
+
+    texts = ["optimizer_" + "x" * 20 + ".step()\n"] * 2  # longer than CPython interns by itself
+    shared: dict[tuple[object, ...], cst.CSTNode] = {}
+    modules = [parse_module(text) for text in texts]
+    for module in modules:
+        share_whitespace(module, shared)
+    first, second = (m.body[0].body[0].value.func.value for m in modules)  # type: ignore[attr-defined]
+    assert first is not second and first.value is second.value

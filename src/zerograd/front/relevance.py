@@ -141,6 +141,12 @@ class Scan:
         if tree is not None:
             self.add(tree)
 
+    def release(self) -> None:
+        """Drop all it learnt once the engine has cut the text and found the statements: it is
+        read no more, and a read after this fails loudly (AttributeError) instead of finding
+        nothing."""
+        self.__dict__.clear()
+
     def same(self, other: Scan) -> bool:
         """Whether two scans learnt the same (one of a whole tree, one of its pieces): the same,
         function for function, whatever order they were met in."""
