@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
+from zerograd.analysis.model import Settings, Span
 from zerograd.io.files import lint_paths
 from zerograd.project.index import Index, imports_of
 from zerograd.project.plan import Project
@@ -125,3 +126,105 @@ def test_scans_made_in_parallel_before_the_plan_change_nothing(tmp_path: Path, m
     assert made[1] == files.PARALLEL_THRESHOLD + 1  # the modules that call a backward and parse (steps.py)
     assert parallel == serial
     assert sum(f.code == "ZG001" for _, found in serial for f in found) == files.PARALLEL_THRESHOLD // 2 + 1
+
+
+def _chain(tmp_path: Path, length: int) -> None:
+    """steps0.py ... steps{length-1}.py, each calling the one before it, and train.py calling the
+    last one in a loop that never clears: one group, one finding, in train.py."""
+    (tmp_path / "steps0.py").write_text("import torch\n\ndef backprop0(loss):\n    loss.backward()\n")
+    for k in range(1, length):
+        (tmp_path / f"steps{k}.py").write_text(
+            f"import torch\nfrom steps{k - 1} import backprop{k - 1}\n\n"
+            f"def backprop{k}(loss):\n    backprop{k - 1}(loss)\n")
+    (tmp_path / "train.py").write_text(
+        f"import torch\nfrom steps{length - 1} import backprop{length - 1}\n\ndef run(model, loader):\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    for b in loader:\n"
+        f"        backprop{length - 1}(model(b).sum())\n        opt.step()\n")
+
+
+def test_a_linked_group_holds_one_module_s_trees_at_once(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """issue 43: a group's modules are built one after another and each one's LibCST trees and
+    sites go once its IR is linked in; a finding is located by building its module again. Each
+    build finds no earlier module's sites still alive, and the finding is where it was."""
+    import weakref
+
+    from zerograd.project import linking
+
+    _chain(tmp_path, 12)
+    built: list[weakref.ref[object]] = []
+    alive: list[int] = []
+    front_end = linking.front_end
+
+    def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+        alive.append(sum(ref() is not None for ref in built))
+        front = front_end(*args, **kwargs)
+        built.append(weakref.ref(front.sites))
+        return front
+
+    monkeypatch.setattr(linking, "front_end", counting)
+    texts = {str(p): p.read_text() for p in tmp_path.iterdir()}
+    project = Project(texts)
+    groups = project.plan()
+    assert [len(g) for g in groups] == [13]
+    found = linking.check_group(project, groups[0], Settings())
+    assert len(alive) == 14  # 13 builds, and train.py's again to locate its finding
+    assert max(alive) == 0
+    assert {Path(p).name: [(f.line, f.code) for f in fs] for p, fs in found.items() if fs} == {"train.py": [(8, "ZG001")]}
+
+
+def test_shared_subtrees_stay_shared_when_linked(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`if a and b: ... else: rest` is built with `rest` in both arms (scopes._choice): a ladder
+    of such `elif`s is a DAG whose tree is exponential. Linking moves each shared node once
+    (torch's linked IR was four times its modules' own, and the analysis's per-node summaries
+    followed)."""
+    from zerograd.analysis.model import Program, children
+    from zerograd.project import linking
+
+    rungs = "".join(f"        {'el' if k else ''}if a[{k}] and b[{k}]:\n            print({k})\n" for k in range(16))
+    (tmp_path / "steps.py").write_text("import torch\n\ndef backprop(loss):\n    loss.backward()\n")
+    (tmp_path / "train.py").write_text(
+        "import torch\nfrom steps import backprop\n\ndef run(model, loader, a, b):\n"
+        "    opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    for x in loader:\n"
+        "        backprop(model(x).sum())\n        opt.step()\n" + rungs)
+    seen: list[Program] = []
+    analyse = linking.analyse
+    monkeypatch.setattr(linking, "analyse", lambda program, sites: (seen.append(program), analyse(program, sites))[1])
+    texts = {str(p): p.read_text() for p in tmp_path.iterdir()}
+    project = Project(texts)
+    found = linking.check_group(project, project.plan()[0], Settings())
+    assert [(f.line, f.code) for f in found[str(tmp_path / "train.py")]] == [(8, "ZG001")]
+    distinct, total, stack = set(), 0, [f.body for f in seen[0].functions]
+    while stack:
+        node = stack.pop()
+        total += 1
+        distinct.add(id(node))
+        stack.extend(children(node))
+    assert total > 2 ** 16 and len(distinct) < 200
+
+
+def test_node_summaries_go_unless_recursion_read_them_unfinished() -> None:
+    """issue 43: what a function can do (its static summary) stays; the summaries of its nodes
+    go once it is made, and a graph makes them again. Those that read a summary still under way
+    (f calls g calls f) are kept: made again they would read the finished one."""
+    from zerograd.analysis.model import Call, Event, Function, Kind, Loop, Program, Seq
+    from zerograd.analysis.summaries import Analyzer
+    from zerograd.engine import analyse
+
+    class Here:
+        def locate(self, site: int) -> Span:
+            return Span(site, 0, site, 0)
+
+        def text(self, site: int) -> str:
+            return ""
+
+    step, backward = Event(Kind.STEP, 1, "opt", "opt"), Event(Kind.BACKWARD, 2)
+    program = Program([
+        Function("<module>", Seq((Loop(Seq((Call(3, 1), Call(4, 3))), 5),)), -1),
+        Function("f", Seq((backward, Call(6, 2))), 7),
+        Function("g", Seq((Call(8, 1),)), 9),
+        Function("h", Seq((step,)), 10),
+    ], {})
+    analyzer = Analyzer(program)
+    assert analyzer.targets(0) == ["opt"]
+    assert set(analyzer.caches) == analyzer.pinned == {(2, ())}  # g read f's while f's was under way
+    assert [(f.line, f.code) for f in analyse(program, Here())[0].findings] == [(4, "ZG001")]  # at the step's call

@@ -1,6 +1,11 @@
 """Building and linking one group of the project's modules (project.py plans the groups): each
 module through the front end in import order, its calls of the others' functions bound to them,
 then one program analysed once, findings handed back to the module where each is reported.
+
+Memory is bounded by the largest module plus what stays of each (issue 43: torch's group of 749
+modules climbed past 12 GB): a module's LibCST trees, facts and sites go as soon as its IR is
+linked in, and a finding is located by building its module again; the linked IR keeps the
+front end's shared subtrees shared; the analysis keeps each function's summary, not its nodes'.
 """
 
 from __future__ import annotations
@@ -10,12 +15,13 @@ import bisect
 import gc
 import os
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from typing import Callable, Optional
 
 from ..analysis.model import Branch, Call, Event, Finding, Function, Loop, Node, Program, Seq, Settings, Span, Try
 from ..engine import Front, Report, analyse, front_end
+from ..front.program import Exports
 from ..front.relevance import Scan
 from ..front.sites import Sites
 from ..knowledge.frameworks import SETTINGS, Outside, accumulation_of
@@ -23,23 +29,36 @@ from ..knowledge.optimizers import TORCH_FAMILY
 from .plan import Project, qualified_name
 
 
-@dataclass
 class Linked:
-    """The sites of several modules numbered one after another."""
+    """The sites of a linked group's modules, numbered one after another. A module's LibCST
+    trees go once it is built (they weigh more than its IR); a site is located by building its
+    module again, the same (`rebuild`), the last one rebuilt kept for the next finding."""
 
-    bases: list[int]
-    locators: list[Sites]
+    def __init__(self, rebuild: Callable[[int], Sites]) -> None:
+        self.bases: list[int] = []
+        self.counts: list[int] = []  # each module's sites: a rebuild must make as many
+        self.rebuild = rebuild
+        self.last: Optional[tuple[int, Sites]] = None
 
     def module_of(self, site: int) -> int:
         return bisect.bisect_right(self.bases, site) - 1
 
     def locate(self, site: int) -> Span:
         number = self.module_of(site)
-        return self.locators[number].locate(site - self.bases[number])
+        return self._sites(number).locate(site - self.bases[number])
 
     def text(self, site: int) -> str:
         number = self.module_of(site)
-        return self.locators[number].text(site - self.bases[number])
+        return self._sites(number).text(site - self.bases[number])
+
+    def _sites(self, number: int) -> Sites:
+        if self.last is None or self.last[0] != number:
+            self.last = None  # the previous module's trees go before the next one's are built
+            sites = self.rebuild(number)
+            if len(sites.nodes) != self.counts[number]:
+                raise RuntimeError("a module built again numbered its sites differently")
+            self.last = (number, sites)
+        return self.last[1]
 
 
 def check_group(project: Project, group: list[str], settings: Settings) -> dict[str, list[Finding]]:
@@ -60,43 +79,118 @@ def inspect_group(project: Project, group: list[str], settings: Settings) -> tup
 
 def _check_group(project: Project, group: list[str], settings: Settings) -> tuple[dict[str, list[Finding]], Report]:
     absolute = [os.path.abspath(p) for p in group]
-    fronts: dict[str, Front] = {}
+    linker = _Linker(project, absolute, settings)
     results: dict[str, list[Finding]] = {}
-    accumulation = _group_settings(project, absolute)
-    pytorch = any(i.module.lstrip(".").split(".")[0] in TORCH_FAMILY for a in absolute for i in project.units[a].imports)
     for path in absolute:
-        unit = project.units[path]
-        # A name of a module not built yet (an import cycle) only keeps more bodies: _link drops the call.
-        outside = Outside(partial(_hooked_base, project, fronts, path), accumulation, pytorch)
-        front = front_end(unit.text, settings, linked=unit.linked, link=partial(_link, project, fronts, path),
-                          outside=outside, scan=unit.scan)
-        if isinstance(front, Report):
-            results[path] = front.findings
-        else:
-            fronts[path] = front
+        failed = linker.add(path)
+        if failed is not None:
+            results[path] = failed.findings
     report = Report([])
-    if fronts:
-        program, sites, order = _combine(fronts)
-        report, sited = analyse(program, sites)
-        for path in order:
+    if linker.order:
+        report, sited = analyse(linker.program(), linker.sites)
+        linker.sites.last = None
+        for path in linker.order:
             results.setdefault(path, [])
         for site, finding in sited:
-            results[order[sites.module_of(site)]].append(finding)
+            results[linker.order[linker.sites.module_of(site)]].append(finding)
     return {project.index.paths[a]: found for a, found in results.items()}, replace(report, findings=[])
 
 
-def _link(project: Project, fronts: dict[str, Front], importer: str, qualified: str) -> Optional[str]:
+class _Linker:
+    """A group's linked program, grown module by module in build order: each module's IR moves
+    in (its calls of the modules before it bound) as soon as it is built, and the rest of what
+    its build made (LibCST trees, facts, sites, its own IR) goes then. What stays of a module is
+    its IR in the linked program and what the modules after it may call (its exports)."""
+
+    def __init__(self, project: Project, group: list[str], settings: Settings) -> None:
+        self.project, self.settings = project, settings
+        self.accumulation = _group_settings(project, group)
+        self.pytorch = any(i.module.lstrip(".").split(".")[0] in TORCH_FAMILY for a in group
+                           for i in project.units[a].imports)
+        self.order: list[str] = []  # the modules built, in order
+        self.exports: dict[str, Exports] = {}
+        self.function_bases: dict[str, int] = {}
+        self.functions: list[Function] = []
+        self.table_of: list[int] = []
+        self.tables: list[dict[str, frozenset[str]]] = []
+        self.phases: dict[str, Optional[int]] = {}
+        self.called: set[int] = set()
+        self.sites = Linked(self._rebuild)
+
+    def add(self, path: str) -> Optional[Report]:
+        """Build `path` and link it in; a Report holds what stops its build (a syntax error)."""
+        front = self._build(path, self.exports)
+        if isinstance(front, Report):
+            return front
+        number = len(self.order)
+        self.order.append(path)
+        self.exports[path] = front.exports
+        self.function_bases[path] = len(self.functions)
+        self.sites.bases.append(sum(self.sites.counts))
+        self.sites.counts.append(len(front.sites.nodes))
+        program = front.program
+        mover = _Mover(len(self.functions), self.sites.bases[number], partial(self._target, number=number))
+        for function in program.functions:
+            self.functions.append(replace(function, body=mover.seq(function.body),
+                                          site=_shifted(function.site, self.sites.bases[number])))
+            self.table_of.append(number)
+        self.tables.append(program.links)
+        for key, phase in program.phases.items():  # counters named alike in two modules that start apart start nowhere known
+            self.phases[key] = phase if self.phases.get(key, phase) == phase else None
+        return None
+
+    def _build(self, path: str, before: dict[str, Exports]) -> Front | Report:
+        """`path` through the front end, its imports bound to the modules in `before`. A name of
+        a module not built yet (an import cycle) only keeps more bodies: _link drops the call."""
+        unit = self.project.units[path]
+        outside = Outside(partial(_hooked_base, self.project, before, path), self.accumulation, self.pytorch)
+        return front_end(unit.text, self.settings, linked=unit.linked, link=partial(_link, self.project, before, path),
+                         outside=outside, scan=unit.scan)
+
+    def _rebuild(self, number: int) -> Sites:
+        """The sites of the `number`th module built, built again as it was: bound to the same
+        modules (those built before it), so its sites are numbered as they were."""
+        path = self.order[number]
+        before = {p: self.exports[p] for p in self.order[:number]}
+        front = self._build(path, before)
+        if isinstance(front, Report):
+            raise RuntimeError(f"{path} no longer builds")
+        return front.sites
+
+    def _target(self, call: Call, number: int) -> Optional[Call]:
+        """An external call bound to the function of an earlier module it names."""
+        module, _, name = (call.external or "").partition("\0")
+        if module not in self.exports:
+            return None
+        exports = self.exports[module]
+        local, params = exports.functions[name]
+        callee = self.function_bases[module] + local
+        bindings = [(_parameter(param, params), key) for param, key in call.bindings if param[0] != "@"]
+        if "." in name and params:
+            bindings += _fields(call, params[0], exports.fields.get(name.rsplit(".", 1)[0]))
+        self.called.add(callee)
+        return Call(call.site + self.sites.bases[number], callee, tuple(b for b in bindings if b[0]))
+
+    def program(self) -> Program:
+        """The linked program of every module built."""
+        for fid in self.called:  # called from another module: not a step function (rules.md section 3)
+            self.functions[fid] = replace(self.functions[fid], step_function=False)
+        known = {key: phase for key, phase in self.phases.items() if phase is not None}
+        return Program(self.functions, {}, tuple(self.tables), tuple(self.table_of), known)
+
+
+def _link(project: Project, exports: dict[str, Exports], importer: str, qualified: str) -> Optional[str]:
     """The function of an already built module that `qualified` names in `importer`."""
     origin = project.origin(importer, qualified)
-    if origin is None or origin[0] not in fronts or origin[1] not in fronts[origin[0]].exports.functions:
+    if origin is None or origin[0] not in exports or origin[1] not in exports[origin[0]].functions:
         return None
     return "\0".join(origin)
 
 
-def _hooked_base(project: Project, fronts: dict[str, Front], importer: str, qualified: str) -> Optional[str]:
+def _hooked_base(project: Project, exports: dict[str, Exports], importer: str, qualified: str) -> Optional[str]:
     """The framework whose hooks the project's class `qualified` (a base in `importer`) has."""
     origin = project.origin(importer, qualified)
-    return fronts[origin[0]].exports.hooked.get(origin[1]) if origin is not None and origin[0] in fronts else None
+    return exports[origin[0]].hooked.get(origin[1]) if origin is not None and origin[0] in exports else None
 
 
 def _group_settings(project: Project, group: list[str]) -> dict[str, Optional[int]]:
@@ -128,51 +222,6 @@ def _parsed(text: str) -> Optional[ast.Module]:
         return None
 
 
-def _combine(fronts: dict[str, Front]) -> tuple[Program, Linked, list[str]]:
-    order = list(fronts)
-    function_bases, site_bases = [], []
-    functions = sites = 0
-    for path in order:
-        function_bases.append(functions)
-        site_bases.append(sites)
-        functions += len(fronts[path].program.functions)
-        sites += len(fronts[path].sites.nodes)
-    where = {path: number for number, path in enumerate(order)}
-    called: set[int] = set()
-
-    def target(call: Call, number: int) -> Optional[Call]:
-        module, _, name = (call.external or "").partition("\0")
-        if module not in where:
-            return None
-        exports = fronts[module].exports
-        local, params = exports.functions[name]
-        callee = function_bases[where[module]] + local
-        bindings = [(_parameter(param, params), key) for param, key in call.bindings if param[0] != "@"]
-        if "." in name and params:
-            bindings += _fields(call, params[0], exports.fields.get(name.rsplit(".", 1)[0]))
-        called.add(callee)
-        return Call(call.site + site_bases[number], callee, tuple(b for b in bindings if b[0]))
-
-    linked: list[Function] = []
-    table_of: list[int] = []
-    for number, path in enumerate(order):
-        program = fronts[path].program
-        mover = _Mover(function_bases[number], site_bases[number], partial(target, number=number))
-        for function in program.functions:
-            linked.append(replace(function, body=mover.seq(function.body), site=_shifted(function.site, site_bases[number])))
-            table_of.append(number)
-    for fid in called:  # called from another module: not a step function (rules.md section 3)
-        linked[fid] = replace(linked[fid], step_function=False)
-    tables = tuple(fronts[path].program.links for path in order)
-    phases: dict[str, Optional[int]] = {}
-    for path in order:  # counters named alike in two modules that start apart start nowhere known
-        for key, phase in fronts[path].program.phases.items():
-            phases[key] = phase if phases.get(key, phase) == phase else None
-    known = {key: phase for key, phase in phases.items() if phase is not None}
-    return (Program(linked, {}, tables, tuple(table_of), known), Linked(site_bases, [fronts[p].sites for p in order]),
-            order)
-
-
 def _shifted(site: int, base: int) -> int:
     return site if site < 0 else site + base  # -1: a module body without a first statement
 
@@ -196,17 +245,30 @@ def _parameter(param: str, params: tuple[str, ...]) -> str:
 
 class _Mover:
     """A module's IR with its function and site numbers moved into the linked program, and
-    its external calls bound (or dropped: a function nobody built performs no event)."""
+    its external calls bound (or dropped: a function nobody built performs no event). The front
+    end shares subtrees (the IR is a DAG); each is moved once and stays shared, or the linked copy
+    of torch's IR took four times the memory of the modules' own."""
 
     def __init__(self, functions: int, sites: int, bind: Callable[[Call], Optional[Call]]) -> None:
         self.functions, self.sites, self.bind = functions, sites, bind
+        self.seqs: dict[int, Seq] = {}  # by id of the module's node: alive while this moves it
+        self.nodes: dict[int, Node] = {}
 
     def seq(self, node: Seq) -> Seq:
-        return Seq(tuple(self.node(item) for item in node.items))
+        moved = self.seqs.get(id(node))
+        if moved is None:
+            moved = self.seqs[id(node)] = Seq(tuple(self.node(item) for item in node.items))
+        return moved
 
     def node(self, node: Node) -> Node:
         if isinstance(node, Seq):
             return self.seq(node)
+        moved = self.nodes.get(id(node))
+        if moved is None:
+            moved = self.nodes[id(node)] = self._moved(node)
+        return moved
+
+    def _moved(self, node: Node) -> Node:
         if isinstance(node, Call):
             if node.external is not None:
                 return self.bind(node) or Seq()
