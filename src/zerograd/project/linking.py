@@ -143,9 +143,12 @@ class _Linker:
         """`path` through the front end, its imports bound to the modules in `before`. A name of
         a module not built yet (an import cycle) only keeps more bodies: _link drops the call."""
         unit = self.project.units[path]
+        # The plan's scan serves the first build only: the front end empties the scan it is handed
+        # (Scan.release), so a build again (to locate, or the group checked again) scans afresh.
+        scan, unit.scan = unit.scan, None
         outside = Outside(partial(_hooked_base, self.project, before, path), self.accumulation, self.pytorch)
         return front_end(unit.text, self.settings, linked=unit.linked, link=partial(_link, self.project, before, path),
-                         outside=outside, scan=unit.scan)
+                         outside=outside, scan=scan)
 
     def _rebuild(self, number: int) -> Sites:
         """The sites of the `number`th module built, built again as it was: bound to the same
