@@ -11,3 +11,4 @@ import pytest
 def _own_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ZEROGRAD_CACHE_DIR", str(tmp_path_factory.mktemp("zerograd-cache")))
     monkeypatch.setenv("ZEROGRAD_KEY_DIR", str(tmp_path_factory.getbasetemp() / "zerograd-key"))
+    monkeypatch.setenv("ZEROGRAD_STRICT", "1")  # a linked group that fails is a test failure, not a fallback
