@@ -223,3 +223,17 @@ def test_only_a_module_that_may_call_a_backward_is_parsed_by_libcst(case: str,
     assert engine.may_hold_findings(source)  # the text's test passes them all
     assert inspect_source(source).findings == []
     assert built == ([source] if case in CALLS_BACKWARD else [])
+
+
+@pytest.mark.parametrize("header", ["def A():\\\r#\n try:\n  pass\n finally:\n  pass\n",
+                                    "def A():\n with 'G' as\\\r[]:\n  pass\n"])
+def test_a_cut_after_a_lone_cr_keeps_every_line(header: str) -> None:
+    """Found by fuzzing (hypothesmith.from_node, issue 42's run): a body blanked after a line
+    ended by a lone CR (a backslash continuation) read the CR and the blank line's LF as one
+    CRLF, so every later line moved up one: ZG900 "expected INDENT" with the cut, ZG001 without."""
+    from zerograd.engine import inspect_source
+
+    source = header + "\nfor b in loader:\n    loss.backward()\n    opt.step()\n"
+    cut = inspect_source(source)
+    assert cut == inspect_source(source, elide=False)
+    assert [(f.code, f.line) for f in cut.findings] == [("ZG001", source.count("\n") + 1)]  # the CR ends one

@@ -47,7 +47,7 @@ def _cut(lines: list[str], definition: Def) -> bool:
     # Annotations and defaults, often longer than the body's `pass`, are read by nothing.
     lines[definition.line - 1] = f"{outer}{definition.signature}: pass{_ending(header)}"
     for index in range(definition.line, last):
-        lines[index] = _ending(lines[index]) or "\n"
+        _blank(lines, index)
     return True
 
 
@@ -59,7 +59,7 @@ def _trim(lines: list[str], definition: Def, kept: list[Lines]) -> bool:
     changed = False
     for number in range(definition.first, definition.last + 1):
         if number not in keep and lines[number - 1].strip():
-            lines[number - 1] = _ending(lines[number - 1]) or "\n"
+            _blank(lines, number - 1)
             changed = True
     return changed
 
@@ -73,6 +73,15 @@ def _body_indent(lines: list[str], definition: Def) -> Optional[str]:
     text = lines[first - 1]
     indent = text[: len(text) - len(text.lstrip(" \t"))]
     return indent if indent and len(indent) == definition.col else None
+
+
+def _blank(lines: list[str], index: int) -> None:
+    """An empty line in the place of lines[index], its line end kept. After a line ended by a
+    lone CR, an empty line ended by LF would read as that CR's LF (one CRLF: a line lost, every
+    later position off by one; found by fuzzing, `def f():\\` + CR): a space keeps it a line."""
+    ending = _ending(lines[index]) or "\n"
+    before = lines[index - 1] if index else ""
+    lines[index] = " " + ending if before.endswith("\r") and ending.startswith("\n") else ending
 
 
 def _ending(line: str) -> str:
