@@ -41,10 +41,13 @@ class Snapshot:
         """The findings of `path` (as walked), its group checked together at the first ask."""
         if path not in self.known:
             group = self.groups.get(path, [path])
-            signature = self.stored.group(group) if len(group) > 1 else ()
-            hit = self.stored.get(path, ()) if len(group) == 1 else None
-            for result in [hit] if hit is not None else self.shared.check(group):
-                self.known[result.path] = self.stored.put(result, signature) if hit is None else result
+            hit = self.stored.get(path, ()) if len(group) == 1 else None  # a group's hits came with the plan
+            if hit is not None:
+                self.known[path] = hit
+            else:
+                signature = self.stored.group(group)  # () for a module alone
+                for result in self.shared.check(group):
+                    self.known[result.path] = self.stored.put(result, signature)
         return self.known[path]
 
 
@@ -73,10 +76,11 @@ def lint_in_snapshot(path: str, data: bytes, settings: Settings, config: Config,
     """The result of the file at `path`, whose text the caller holds as `data`, from this
     process's snapshot of its project (taken now if missing); None when the snapshot read other
     text for it, or none (the caller then runs over the project afresh)."""
-    root = Projects().root_of(path, fallback_for(path, path, {}))
+    fallback = fallback_for(path, path, {})
+    root = Projects().root_of(path, fallback)
     key = (root, config, settings, cache.folder if cache is not None else None)
     if key not in _TAKEN:
-        found = contexts([(path, fallback_for(path, path, {}))], lambda r, packages: walk(r, config, packages))
+        found = contexts([(path, fallback)], lambda r, packages: walk(r, config, packages))
         files, context = found.get(root, ([path], []))
         snapshot = take(sorted(set(files + context)), settings, cache)
         _TAKEN[key] = snapshot, {os.path.abspath(p): p for p in snapshot.data}
