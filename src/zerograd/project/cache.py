@@ -69,16 +69,6 @@ def build_id() -> str:
     return content_hash("\0".join(parts).encode())
 
 
-def cache_folder(flag: Optional[str], configured: Optional[str], root: str) -> str:
-    """`--cache-dir`, else `ZEROGRAD_CACHE_DIR` (both from the working directory), else
-    `cache-dir` of the config, else `.zerograd_cache`, in the config's folder (or the working
-    directory without one)."""
-    chosen = flag or os.environ.get(ENV)
-    if chosen:
-        return os.path.abspath(os.path.expanduser(chosen))
-    return os.path.join(root, os.path.expanduser(configured or NAME))
-
-
 @dataclass
 class Entry:
     """A file's findings as a run left them (noqa applied, per-file ignores not yet)."""
@@ -91,10 +81,14 @@ class Entry:
 
 
 def project_cache(flag: Optional[str], configured: Optional[str], root: str, settings: Settings) -> Cache:
-    """The cache a run uses (cache_folder); one that comes from the project, not from the
-    user, must stay inside the project."""
+    """The cache a run uses: `--cache-dir`, else `ZEROGRAD_CACHE_DIR` (the user's: any folder,
+    from the working directory), else `cache-dir` of the config, else `.zerograd_cache`, in the
+    config's folder (or the working directory without one); a folder the project names must
+    stay inside it (the config refuses `~`, absolute and `..` names; usable() the rest)."""
     chosen = flag or os.environ.get(ENV)
-    return Cache(cache_folder(flag, configured, root), settings, None if chosen else root)
+    if chosen:
+        return Cache(os.path.abspath(os.path.expanduser(chosen)), settings)
+    return Cache(os.path.join(root, configured or NAME), settings, root)
 
 
 class Cache:
