@@ -2,7 +2,7 @@
 # pattern: DANN train() with source-only / target-only modes that build a new SGD over feature_extractor + class_classifier every batch and never clear: a fresh optimizer does not clear the modules' .grad, so each step applies every earlier batch's class loss again (the fix adds optimizer.zero_grad() after the construction)
 # case: bug
 # expect: ZG001|ZG004@125-132 ZG001|ZG004@140-148
-# spread: multi
+# spread: single
 # label: oracle.py: STALE at every step after the first (run in source mode; the target branch is the same code)
 import math
 

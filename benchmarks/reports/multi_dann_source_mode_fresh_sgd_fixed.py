@@ -2,7 +2,7 @@
 # pattern: the fix: the per-batch SGD of the source-only / target-only modes is cleared right after it is built, before the class loss's backward
 # case: trap
 # expect: clean
-# spread: multi
+# spread: single
 # label: oracle.py: clean (run in source mode)
 import math
 
