@@ -84,6 +84,20 @@ def test_cache_folder_carries_a_gitignore_and_no_cache_writes_nothing(capsys: py
     assert (split.parent / "elsewhere" / ".gitignore").exists()
 
 
+def test_a_file_the_prefilter_clears_gets_no_entry(capsys: pytest.CaptureFixture[str], split: Path) -> None:
+    """issue 43: an entry costs a file created (most of a cold flake8 run's cache cost), and a
+    module alone that cannot backpropagate is answered faster than its entry is read; it still
+    gets its finding from the group it is linked in, and an undecodable one its ZG900."""
+    (split / "plain.py").write_text("def f(x):\n    return x + 1\n")
+    (split / "latin.py").write_bytes(b"x = '\xe9'\n")
+    (split / "model_only.py").write_text("import torch\nclass M(torch.nn.Module):\n    pass\n")
+    cold = cli(capsys, "split")
+    written = len(list((split.parent / ".zerograd_cache" / "file").glob("*.json")))
+    checked = [p for p in split.rglob("*.py") if "backward" in p.read_text(errors="replace")]
+    assert written <= len(checked) + 2 < len(list(split.rglob("*.py")))
+    assert cli(capsys, "split") == cold and "latin.py:1:1: ZG900" in cold[1]
+
+
 def _entries(folder: Path) -> list[Path]:
     return sorted(folder.glob("*/*.json"))
 

@@ -177,7 +177,7 @@ def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings
             content = _read(path, overrides)
             if not isinstance(content, FileResult):
                 data[path] = content
-    stored = _Stored(cache, {p: content_hash(c) for p, c in data.items()} if cache else {}, settings, describe)
+    stored = stored_for(data, cache, settings, describe)
     pooled = jobs if len(reported) >= PARALLEL_THRESHOLD else 1
     prepared = [_prepare({p: data[p] for p in files + context if p in data}, stored, set(files))
                 for files, context in given.values()]
@@ -334,6 +334,25 @@ def _forks() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and sys.platform != "darwin"
 
 
+def stored_for(data: dict[str, bytes], cache: Optional[Cache], settings: Settings, describe: bool) -> _Stored:
+    """The cache as a run over `data` (path -> bytes) sees it."""
+    if cache is None:
+        return _Stored(None, {}, settings, describe)
+    return _Stored(cache, {p: content_hash(c) for p, c in data.items()}, settings, describe,
+                   frozenset(p for p, c in data.items() if _clean_alone(p, c)))
+
+
+def _clean_alone(path: str, data: bytes) -> bool:
+    """Whether check_bytes is sure to find nothing: a module that decodes and that the
+    prefilter clears (an undecodable one gets a ZG900, a notebook is read otherwise)."""
+    if not path.endswith(".py"):
+        return False
+    try:
+        return not may_hold_findings(decode(data))
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        return False
+
+
 @dataclass
 class _Stored:
     """The cache as one run sees it: paths as given, content hashes computed once."""
@@ -342,6 +361,9 @@ class _Stored:
     hashes: dict[str, str]
     settings: Settings
     describe: bool
+    # Modules whose check alone finds nothing by the prefilter: answered without the cache, so a
+    # cold run writes (and a warm one reads) an entry only for a file that can hold a finding.
+    clean: frozenset[str] = frozenset()
 
     def group(self, paths: list[str]) -> Group:
         if self.cache is None or len(paths) < 2:
@@ -351,11 +373,13 @@ class _Stored:
     def get(self, path: str, group: Group) -> Optional[FileResult]:
         if self.cache is None:
             return None
+        if not group and path in self.clean:
+            return FileResult(path)
         entry = self.cache.findings(os.path.abspath(path), self.hashes[path], group, self.describe)
         return None if entry is None else FileResult(path, entry.findings, skipped=entry.skipped)
 
     def put(self, result: FileResult, group: Group) -> FileResult:
-        if self.cache is not None and result.error is None:
+        if self.cache is not None and result.error is None and (group or result.path not in self.clean):
             self.cache.store(os.path.abspath(result.path), self.hashes[result.path], group, self.describe,
                              result.findings, result.skipped)
         return result

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..analysis.model import Settings
-from ..project.cache import Cache, content_hash
+from ..project.cache import Cache
 from .config import Config
 from .discovery import walk
-from .files import FileResult, _Pending, _plan, _prepare, _Shared, _Stored, read_source
+from .files import FileResult, _Pending, _plan, _prepare, _Shared, _Stored, read_source, stored_for
 from .projects import Projects, contexts, fallback_for
 
 KEPT = 4  # projects whose snapshots a process keeps (flake8 walks one project's files together)
@@ -58,7 +58,7 @@ def take(paths: list[str], settings: Settings, cache: Optional[Cache]) -> Snapsh
         read = read_source(path)
         if not isinstance(read, FileResult):
             data[path] = read
-    stored = _Stored(cache, {p: content_hash(c) for p, c in data.items()} if cache else {}, settings, False)
+    stored = stored_for(data, cache, settings, False)
     ready = _prepare(data, stored, set(data))
     project, todo, cached = _plan(ready, stored, {}) if isinstance(ready, _Pending) else ready
     units = {a: project for a in project.units} if project is not None else {}
