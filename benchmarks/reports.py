@@ -35,7 +35,8 @@ ZEROGRAD = [sys.executable, "-m", "zerograd", "--format", "github", "--no-cache"
 
 _HEADER = re.compile(r"#\s*(\w+):\s*(.*)")
 _TOKEN = re.compile(r"((?:[A-Z]+\d+\|)*[A-Z]+\d+)@(\d+)-(\d+)")
-_GITHUB = re.compile(r"::\w+ file=([^,]+),line=(\d+)[^:]*::\s*([A-Z]+\d+)")
+_GITHUB = re.compile(r"::\w+ ([^:]*)::(.*)")  # ::warning file=F,line=N,title=...::message
+_CODE = re.compile(r"\b([A-Z]+\d+)\b")
 _TEXT = re.compile(r"(.+?):(\d+):(?:\d+:)?\s*([A-Z]+\d+)\b")
 
 
@@ -135,8 +136,13 @@ def run_checker(command: Sequence[str], cases: Sequence[Case]) -> Findings:
 
 def parse_output(text: str) -> Iterable[tuple[str, int, str]]:
     for line in text.splitlines():
-        m = _GITHUB.match(line) or _TEXT.match(line)
-        if m:
+        if m := _GITHUB.match(line):
+            fields = dict(part.partition("=")[::2] for part in m.group(1).split(","))
+            # The code is the title's first word (zerograd, torch-preflight) or the message's.
+            code = _CODE.search(fields.get("title", "")) or _CODE.search(m.group(2))
+            if "file" in fields and fields.get("line", "").isdigit() and code:
+                yield fields["file"], int(fields["line"]), code.group(1)
+        elif m := _TEXT.match(line):
             yield m.group(1), int(m.group(2)), m.group(3)
 
 
