@@ -246,8 +246,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(cases)} cases from {sources} sources ({args.split}); {multi} spread over "
           f"several functions or classes; checker: {shlex.join(command)}")
     print("\n".join(report("\nby code and line:", cases, found, True)))
-    print("\nper class (bug cases by expected code; findings by reported code):")
-    print("\n".join(per_code(cases, found)))
+    halves = [h for h in ("tune", "check") if any(c.half == h for c in cases)]
+    for half in halves + (["both"] if len(halves) > 1 else []):
+        mine = [c for c in cases if half in ("both", c.half)]
+        print(f"\nper class, {half} (bug cases by expected code; findings by reported code):")
+        print("\n".join(per_code(mine, found)))
     scored = score(cases, found)
     print(f"\nfailing cases ({len(scored.failing)}):")
     print("\n".join(f"  {line}" for line in scored.failing) or "  none")
