@@ -127,7 +127,6 @@ def test_the_plugin_reads_a_project_once_per_process(tmp_path: Path, monkeypatch
     import ast
 
     import zerograd.io.files
-    import zerograd.io.snapshot
     from zerograd.flake8_plugin import ZeroGradPlugin
 
     project = tmp_path / "split"
@@ -138,7 +137,6 @@ def test_the_plugin_reads_a_project_once_per_process(tmp_path: Path, monkeypatch
     modules = sorted(project.rglob("*.py"))
     reads: list[str] = []
     real = zerograd.io.files.read_source
-    monkeypatch.setattr(zerograd.io.snapshot, "read_source", lambda path: reads.append(path) or real(path))
     monkeypatch.setattr(zerograd.io.files, "read_source", lambda path: reads.append(path) or real(path))
     found = []
     for module in modules:

@@ -166,17 +166,11 @@ def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings
     data: dict[str, bytes] = {}
     reported: list[str] = []
     for files, context in given.values():
-        for path in files:
-            content = _read(path, overrides)
-            if isinstance(content, FileResult):
-                done.append(content)
-            else:
-                data[path] = content
-                reported.append(path)
-        for path in context:
-            content = _read(path, overrides)
-            if not isinstance(content, FileResult):
-                data[path] = content
+        read, failed = read_all(files, overrides)
+        data.update(read)
+        reported += read
+        done += failed
+        data.update(read_all(context, overrides)[0])  # a context module that cannot be read is left out
     stored = stored_for(data, cache, settings, describe)
     pooled = jobs if len(reported) >= PARALLEL_THRESHOLD else 1
     prepared = [_prepare({p: data[p] for p in files + context if p in data}, stored, set(files))
@@ -198,6 +192,19 @@ def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings
         gc.unfreeze()
     wanted = set(reported)
     return done + [r for r in cached + rest if r.path in wanted]
+
+
+def read_all(paths: Iterable[str], overrides: Optional[dict[str, bytes]] = None) -> tuple[dict[str, bytes], list[FileResult]]:
+    """The bytes of each file that can be read, and the results of those that cannot."""
+    data: dict[str, bytes] = {}
+    failed: list[FileResult] = []
+    for path in paths:
+        content = _read(path, overrides)
+        if isinstance(content, FileResult):
+            failed.append(content)
+        else:
+            data[path] = content
+    return data, failed
 
 
 def _read(path: str, overrides: Optional[dict[str, bytes]]) -> Union[bytes, FileResult]:

@@ -23,7 +23,7 @@ from ..analysis.model import Settings
 from ..project.cache import Cache
 from .config import Config
 from .discovery import walk
-from .files import FileResult, _Pending, _plan, _prepare, _Shared, _Stored, read_source, stored_for
+from .files import FileResult, _Pending, _plan, _prepare, _Shared, _Stored, read_all, stored_for
 from .projects import Projects, contexts, fallback_for
 
 KEPT = 4  # projects whose snapshots a process keeps (flake8 walks one project's files together)
@@ -53,11 +53,7 @@ class Snapshot:
 
 def take(paths: list[str], settings: Settings, cache: Optional[Cache]) -> Snapshot:
     """Read, hash and plan the project of `paths` (every module of it) once."""
-    data: dict[str, bytes] = {}
-    for path in paths:
-        read = read_source(path)
-        if not isinstance(read, FileResult):
-            data[path] = read
+    data = read_all(paths)[0]
     stored = stored_for(data, cache, settings, False)
     ready = _prepare(data, stored, set(data))
     project, todo, cached = _plan(ready, stored, {}) if isinstance(ready, _Pending) else ready
