@@ -421,3 +421,28 @@ def test_a_cache_folder_reached_through_a_link_or_tracked_by_git_is_not_used(
     code, out, err = cli(capsys, "split")
     assert code == 1 and out.count("ZG00") == 2 and "tracked by git" in err, err
     assert os.listdir(folder) == ["shipped"]
+
+
+def test_a_module_read_again_after_a_change_is_checked_as_it_is_and_not_cached(tmp_path: Path) -> None:
+    """issue 43: a run keeps the text of a module that can hold a finding, steps, clears or sets
+    a framework's accumulation, and reads any other again when the plan asks for it. A module
+    changed in between is read as it is now, and no finding resting on it is stored: the plan
+    was made from its old text."""
+    from zerograd.io.files import FileResult, _Read, _Stored
+
+    library, train = tmp_path / "lib.py", tmp_path / "train.py"
+    library.write_text("def helper(x):\n    return x\n")
+    train.write_text("for x in data:\n    loss(x).backward()\n    opt.step()\n")
+    read = _Read({})
+    assert read.add(str(library)) is None and read.add(str(train)) is None
+    assert str(library) in read.clean and str(library) not in read.texts and str(train) in read.texts
+    assert read.text(str(library)) == "def helper(x):\n    return x\n" and not read.changed
+    library.write_text("def helper(x):\n    return x + 1\n")
+    assert read.text(str(library)).endswith("x + 1\n") and read.changed == {str(library)}
+    cache = Cache(str(tmp_path / "cache"), Settings())
+    stored = _Stored(cache, read.hashes, Settings(), True, frozenset(read.clean), read.changed)
+    group = stored.group([str(library), str(train)])
+    stored.put(FileResult(str(train)), group)
+    assert not list((tmp_path / "cache").rglob("*.json"))
+    stored.put(FileResult(str(train)), ())  # alone, it rests on its own text only
+    assert len(list((tmp_path / "cache").rglob("*.json"))) == 1

@@ -38,7 +38,7 @@ class Outline:
     def relevant(self, linked: frozenset[str] = frozenset()) -> set[int]:
         return closure(self.names, set(self.start), self.callees, linked)
 
-    def methods_of(self, name: str, relevant: set[int]) -> set[str]:
+    def methods_of(self, name: str, relevant: AbstractSet[int]) -> set[str]:
         """The names of class `name`'s methods in `relevant`, its bases' here included."""
         found: set[str] = set()
         seen: set[str] = set()

@@ -10,14 +10,15 @@ import re
 import stat
 import sys
 import tokenize
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional, Union
 
 from ..analysis.model import Finding, Settings, Span
 from ..analysis.rules import FIXABLE, message
-from ..engine import PREFILTER, inspect_source, may_hold_findings
+from ..engine import PREFILTER, inspect_source
 from ..project.cache import Cache, Group, content_hash
+from ..project.index import Facts
 from .config import Config
 from .discovery import discover, walk
 from .notebook import NotebookError, read_notebook
@@ -128,7 +129,11 @@ def read_source(path: str) -> Union[bytes, FileResult]:
             return FileResult(path, error=f"{path}: not a regular file")
         with open(path, "rb") as handle:
             size = os.fstat(handle.fileno()).st_size
-            data = handle.read(MAX_SOURCE_BYTES + 1) if size <= MAX_SOURCE_BYTES else b""
+            # Asking for the limit at once would have every read allocate 64 MiB first: the size
+            # and a byte, then the rest of a file that grew since fstat, up to the limit.
+            data = handle.read(size + 1) if size <= MAX_SOURCE_BYTES else b""
+            if len(data) > size:
+                data += handle.read(MAX_SOURCE_BYTES + 1 - len(data))
     except OSError as error:
         return FileResult(path, error=f"cannot read {path}: {error.strerror or error}")
     if size > MAX_SOURCE_BYTES or len(data) > MAX_SOURCE_BYTES:  # or it grew since fstat
@@ -163,22 +168,24 @@ def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings
     unrelated code). Groups and files that need parsing go to the pool, the largest first so
     that no process is left alone with the big ones at the end, and no pool starts for one."""
     done: list[FileResult] = []
-    data: dict[str, bytes] = {}
+    read = _Read(overrides or {})
     reported: list[str] = []
     for files, context in given.values():
-        read, failed = read_all(files, overrides)
-        data.update(read)
-        reported += read
-        done += failed
-        data.update(read_all(context, overrides)[0])  # a context module that cannot be read is left out
-    stored = stored_for(data, cache, settings, describe)
+        for path in files:
+            failed = read.add(path)
+            if failed is None:
+                reported.append(path)
+            else:
+                done.append(failed)
+        for path in context:
+            read.add(path)  # a context module that cannot be read is left out
+    stored = _Stored(cache, read.hashes, settings, describe, frozenset(read.clean), read.changed)
     pooled = jobs if len(reported) >= PARALLEL_THRESHOLD else 1
-    prepared = [_prepare({p: data[p] for p in files + context if p in data}, stored, set(files))
-                for files, context in given.values()]
+    prepared = [_prepare(read, files + context, stored, set(files)) for files, context in given.values()]
     # One pool scans what every project's plan reads: a pool per project (15 on DENSE) waited,
     # each time, for its process left alone with that project's largest module.
-    texts = {p: text for ready in prepared if isinstance(ready, _Pending) for p, text in ready.texts.items()}
-    scans = _prescan(texts, cache, pooled)
+    pending = [p for ready in prepared if isinstance(ready, _Pending) for p in ready.texts]
+    scans = _prescan(read, pending, cache, pooled)
     planned = [_plan(ready, stored, scans) if isinstance(ready, _Pending) else ready for ready in prepared]
     projects = {a: project for project, _, _ in planned if project is not None for a in project.units}
     scans = {p: s for project, _, _ in planned if project is not None for p, s in project.alone.items()}
@@ -186,7 +193,7 @@ def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings
     cached = [result for _, _, hits in planned for result in hits]
     gc.freeze()  # the plan's trees are acyclic: collections walking them would only cost time
     try:
-        rest = _check_rest(data, reported, stored, _Shared(data, projects, scans, stored.settings, stored.describe),
+        rest = _check_rest(read, reported, stored, _Shared(read, projects, scans, stored.settings, stored.describe),
                            work, {r.path for r in cached}, jobs)
     finally:
         gc.unfreeze()
@@ -194,17 +201,82 @@ def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings
     return done + [r for r in cached + rest if r.path in wanted]
 
 
-def read_all(paths: Iterable[str], overrides: Optional[dict[str, bytes]] = None) -> tuple[dict[str, bytes], list[FileResult]]:
-    """The bytes of each file that can be read, and the results of those that cannot."""
-    data: dict[str, bytes] = {}
-    failed: list[FileResult] = []
-    for path in paths:
-        content = _read(path, overrides)
+class _Texts(Mapping[str, str]):
+    """The texts of a project's modules for its plan, read when asked (_Read.text)."""
+
+    def __init__(self, read: _Read, paths: list[str]) -> None:
+        self.read, self.paths = read, paths
+
+    def __getitem__(self, path: str) -> str:
+        return self.read.text(path)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.paths)
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
+@dataclass
+class _Read:
+    """The files of a run as it keeps them (issue 43: a run held every file's bytes and text,
+    6 KB a module of a 20,000-module project, while a check reads few of them). Every file read
+    is hashed, and a module that decodes leaves its Facts. Its bytes stay only when its check
+    alone reads them (it may hold a finding, or it is a notebook or undecodable), its text only
+    when the plan reads it (it may hold a finding, steps or clears, or names a framework's
+    setting) or when it cannot be read again (stdin, an editor's buffer). Anything else asked
+    for later is read again, its hash compared: a file changed since is checked as it is now,
+    and its findings are not cached (they may rest on a plan of its old text)."""
+
+    overrides: dict[str, bytes]
+    data: dict[str, bytes] = field(default_factory=dict)
+    texts: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, Facts] = field(default_factory=dict)  # every module that decodes
+    hashes: dict[str, str] = field(default_factory=dict)  # every file read
+    sizes: dict[str, int] = field(default_factory=dict)
+    clean: set[str] = field(default_factory=set)  # modules whose check alone finds nothing (the prefilter)
+    changed: set[str] = field(default_factory=set)  # read again with other bytes
+
+    def add(self, path: str) -> Optional[FileResult]:
+        """Read `path`; its result when it cannot be read."""
+        content = _read(path, self.overrides)
         if isinstance(content, FileResult):
-            failed.append(content)
+            return content
+        self.hashes[path], self.sizes[path] = content_hash(content), len(content)
+        pinned = path in self.overrides
+        try:
+            text = decode(content) if path.endswith(".py") else None
+        except (SyntaxError, UnicodeDecodeError, LookupError):
+            text = None  # check_bytes reports it
+        if text is None:
+            self.data[path] = content
+            return None
+        facts = self.facts[path] = Facts.of(text)
+        if facts.holds or pinned:
+            self.data[path] = content
         else:
-            data[path] = content
-    return data, failed
+            self.clean.add(path)
+        if facts.holds or facts.events or facts.settings or pinned:
+            self.texts[path] = text
+        return None
+
+    def text(self, path: str) -> str:
+        if path in self.texts:
+            return self.texts[path]
+        content = self.bytes_of(path)
+        try:
+            return decode(content) if isinstance(content, bytes) else ""
+        except (SyntaxError, UnicodeDecodeError, LookupError):
+            self.changed.add(path)
+            return ""
+
+    def bytes_of(self, path: str) -> Union[bytes, FileResult]:
+        if path in self.data:
+            return self.data[path]
+        content = read_source(path)
+        if isinstance(content, FileResult) or content_hash(content) != self.hashes.get(path):
+            self.changed.add(path)
+        return content
 
 
 def _read(path: str, overrides: Optional[dict[str, bytes]]) -> Union[bytes, FileResult]:
@@ -214,7 +286,7 @@ def _read(path: str, overrides: Optional[dict[str, bytes]]) -> Union[bytes, File
     return read_source(path)
 
 
-def _check_rest(data: dict[str, bytes], reported: list[str], stored: _Stored, shared: _Shared,
+def _check_rest(read: _Read, reported: list[str], stored: _Stored, shared: _Shared,
                 work: list[list[str]], taken: set[str], jobs: int) -> list[FileResult]:
     done: list[FileResult] = []
     taken |= {p for group in work for p in group}
@@ -222,11 +294,11 @@ def _check_rest(data: dict[str, bytes], reported: list[str], stored: _Stored, sh
         hit = stored.get(path, ())
         if hit is not None:
             done.append(hit)
-        elif PREFILTER.encode() in data[path] and jobs > 1:  # sources are ASCII-compatible (PEP 263)
+        elif PREFILTER.encode() in read.data.get(path, b"") and jobs > 1:  # sources are ASCII-compatible (PEP 263)
             work.append([path])
         else:
             done += [stored.put(result, ()) for result in shared.check([path])]
-    work.sort(key=lambda paths: -sum(len(data[p]) for p in paths))
+    work.sort(key=lambda paths: -sum(read.sizes[p] for p in paths))
     pooled = jobs > 1 and len(work) > 1 and len(reported) >= PARALLEL_THRESHOLD
     for paths, results in _run(work, shared, min(jobs, len(work)) if pooled else 1):
         done += [stored.put(result, stored.group(paths)) for result in results]
@@ -237,7 +309,7 @@ def _check_rest(data: dict[str, bytes], reported: list[str], stored: _Stored, sh
 class _Shared:
     """What every job reads: forked workers inherit it instead of receiving it pickled."""
 
-    data: dict[str, bytes]
+    read: _Read
     projects: dict[str, Project]  # each grouped module's (absolute path)
     scans: dict[str, Scan]  # the plan's relevance scans of modules checked alone (path as given)
     settings: Settings
@@ -245,6 +317,8 @@ class _Shared:
 
     def check(self, paths: list[str]) -> list[FileResult]:
         """One file alone, or one group linked; a group that fails is checked module by module."""
+        if len(paths) == 1 and paths[0] in self.read.clean:
+            return [FileResult(paths[0])]  # the prefilter's answer, without reading it again
         project = self.projects.get(os.path.abspath(paths[0]))
         if len(paths) > 1 and project is not None:
             from ..project.linking import check_group
@@ -256,7 +330,13 @@ class _Shared:
             except Exception:  # a bug in linking must not lose the modules' own findings
                 if os.environ.get(STRICT):
                     raise  # the tests' setting: a fallback there hides a bug (it hid one for 30 minutes)
-        return [check_bytes(p, self.data[p], self.settings, self.describe, self.scans.get(p)) for p in paths]
+        return [self.alone(p) for p in paths]
+
+    def alone(self, path: str) -> FileResult:
+        content = self.read.bytes_of(path)
+        if isinstance(content, FileResult):
+            return content
+        return check_bytes(path, content, self.settings, self.describe, self.scans.get(path))
 
 
 _SHARED: Optional[_Shared] = None  # set in the parent before its workers are forked
@@ -292,32 +372,34 @@ def _run(work: list[list[str]], shared: _Shared, workers: int) -> Iterator[tuple
         return
     singles = [paths for paths in work if len(paths) == 1]
     yield from ((paths, shared.check(paths)) for paths in work if len(paths) > 1)
-    args = [(paths[0], shared.data[paths[0]], shared.settings, shared.describe) for paths in singles]
-    if not singles:
+    read = [(paths, shared.read.bytes_of(paths[0])) for paths in singles]
+    yield from ((paths, [content]) for paths, content in read if isinstance(content, FileResult))
+    args = [(paths[0], content, shared.settings, shared.describe) for paths, content in read if isinstance(content, bytes)]
+    if not args:
         return
-    with ProcessPoolExecutor(min(workers, len(singles))) as pool:
-        yield from ((paths, [r]) for paths, r in zip(singles, pool.map(_check_bytes_args, args, chunksize=1)))
+    with ProcessPoolExecutor(min(workers, len(args))) as pool:
+        yield from (([a[0]], [r]) for a, r in zip(args, pool.map(_check_bytes_args, args, chunksize=1)))
 
 
 _TEXTS: dict[str, str] = {}  # set in the parent before its prescan workers are forked
 
 
-def _prescan(texts: dict[str, str], cache: Optional[Cache], jobs: int) -> dict[str, Scan]:
+def _prescan(read: _Read, paths: list[str], cache: Optional[Cache], jobs: int) -> dict[str, Scan]:
     """The relevance scans of the modules that may hold a finding, made in `jobs` forked
     processes: the plan reads them (it scans the library modules they call itself), and so does
     a module's check alone. Made one after another in the parent before any worker started,
     scans were a quarter of a cold run on DENSE; the modules checked alone were scanned twice."""
     if jobs < 2 or not _forks():
         return {}  # the plan scans as it goes (the language server, `-j 1`)
-    wanted = sorted((p for p, text in texts.items() if may_hold_findings(text)
-                     and not (cache and cache.outline(text))), key=lambda p: -len(texts[p]))
+    wanted = sorted((p for p in paths if read.facts[p].holds and not (cache and cache.outline(read.text(p)))),
+                    key=lambda p: -read.sizes[p])
     if len(wanted) < PRESCAN_MIN:
         return {}
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     global _TEXTS
-    _TEXTS = texts
+    _TEXTS = {p: read.text(p) for p in wanted}  # kept: they may hold a finding
     try:
         with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork")) as pool:
             return {p: s for p, s in zip(wanted, pool.map(_scan_of, wanted, chunksize=2)) if s is not None}
@@ -341,25 +423,6 @@ def _forks() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and sys.platform != "darwin"
 
 
-def stored_for(data: dict[str, bytes], cache: Optional[Cache], settings: Settings, describe: bool) -> _Stored:
-    """The cache as a run over `data` (path -> bytes) sees it."""
-    if cache is None:
-        return _Stored(None, {}, settings, describe)
-    return _Stored(cache, {p: content_hash(c) for p, c in data.items()}, settings, describe,
-                   frozenset(p for p, c in data.items() if _clean_alone(p, c)))
-
-
-def _clean_alone(path: str, data: bytes) -> bool:
-    """Whether check_bytes is sure to find nothing: a module that decodes and that the
-    prefilter clears (an undecodable one gets a ZG900, a notebook is read otherwise)."""
-    if not path.endswith(".py"):
-        return False
-    try:
-        return not may_hold_findings(decode(data))
-    except (SyntaxError, UnicodeDecodeError, LookupError):
-        return False
-
-
 @dataclass
 class _Stored:
     """The cache as one run sees it: paths as given, content hashes computed once."""
@@ -371,6 +434,7 @@ class _Stored:
     # Modules whose check alone finds nothing by the prefilter: answered without the cache, so a
     # cold run writes (and a warm one reads) an entry only for a file that can hold a finding.
     clean: frozenset[str] = frozenset()
+    changed: set[str] = field(default_factory=set)  # files that changed during the run: not stored
 
     def group(self, paths: list[str]) -> Group:
         if self.cache is None or len(paths) < 2:
@@ -386,7 +450,8 @@ class _Stored:
         return None if entry is None else FileResult(path, entry.findings, skipped=entry.skipped)
 
     def put(self, result: FileResult, group: Group) -> FileResult:
-        if self.cache is not None and result.error is None and (group or result.path not in self.clean):
+        if (self.cache is not None and result.error is None and (group or result.path not in self.clean)
+                and self.changed.isdisjoint(p for p, _ in group or [(result.path, "")])):
             self.cache.store(os.path.abspath(result.path), self.hashes[result.path], group, self.describe,
                              result.findings, result.skipped)
         return result
@@ -396,22 +461,22 @@ class _Stored:
 class _Pending:
     """A project whose plan is to be made: its modules' texts, which files it reports."""
 
-    texts: dict[str, str]
+    texts: _Texts
     given: dict[str, str]  # absolute path -> path as given
     key: str  # the cache's key for the project's plan
     reported: set[str]
 
 
-def _prepare(data: dict[str, bytes], stored: _Stored, reported: set[str]) -> Union[Planned, _Pending]:
+def _prepare(read: _Read, paths: list[str], stored: _Stored, reported: set[str]) -> Union[Planned, _Pending]:
     """One project's plan when the cache holds it and the findings of the groups it makes:
     the project (none then), the groups of linked modules holding a reported file still to
     check, and the cached findings of those that hold one; else what _plan needs to make it."""
     from ..project.index import Index
 
-    if not any(PREFILTER.encode() in content for content in data.values()):
-        return None, [], []  # nothing can backpropagate: no module to link
     # Every module: one that imports nothing may still be called (a wrapper that steps, a helper).
-    candidates = sorted(p for p in data if p.endswith(".py"))
+    candidates = sorted(p for p in set(paths) if p.endswith(".py") and p in read.hashes)
+    if not any(read.facts[p].holds for p in candidates if p in read.facts):
+        return None, [], []  # no module can hold a finding: none to link
     given = {os.path.abspath(p): p for p in candidates}
     key = _state(Index(candidates), stored) if stored.cache else ""
     planned = stored.cache.plan(sorted(given), key) if stored.cache else None
@@ -420,13 +485,7 @@ def _prepare(data: dict[str, bytes], stored: _Stored, reported: set[str]) -> Uni
         hits = [_cached_group(group, stored) for group in wanted if not reported.isdisjoint(group)]
         if all(hit is not None for hit in hits):
             return None, [], [result for hit in hits for result in hit or []]
-    texts: dict[str, str] = {}
-    for path in candidates:
-        try:
-            texts[path] = decode(data[path])
-        except (SyntaxError, UnicodeDecodeError, LookupError):
-            continue  # check_bytes reports it
-    return _Pending(texts, given, key, reported)
+    return _Pending(_Texts(read, [p for p in candidates if p in read.facts]), given, key, reported)
 
 
 def _plan(pending: _Pending, stored: _Stored, scans: dict[str, Scan]) -> Planned:
@@ -434,7 +493,8 @@ def _plan(pending: _Pending, stored: _Stored, scans: dict[str, Scan]) -> Planned
     from ..project.plan import Project  # imports libcst: only a plan to make pays for it
 
     try:
-        project = Project(pending.texts, stored.cache, {p: scans[p] for p in pending.texts if p in scans})
+        project = Project(pending.texts, stored.cache, {p: scans[p] for p in pending.texts if p in scans},
+                          pending.texts.read.facts)
         groups = project.plan()
     except (RecursionError, MemoryError, ValueError):
         return None, [], []  # deeply nested text: every module is checked alone, as before

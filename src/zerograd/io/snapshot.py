@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..analysis.model import Settings
-from ..project.cache import Cache
+from ..project.cache import Cache, content_hash
 from .config import Config
 from .discovery import walk
-from .files import FileResult, _Pending, _plan, _prepare, _Shared, _Stored, read_all, stored_for
+from .files import FileResult, _Pending, _plan, _prepare, _Read, _Shared, _Stored
 from .projects import Projects, contexts, fallback_for
 
 KEPT = 4  # projects whose snapshots a process keeps (flake8 walks one project's files together)
@@ -31,7 +31,7 @@ KEPT = 4  # projects whose snapshots a process keeps (flake8 walks one project's
 
 @dataclass
 class Snapshot:
-    data: dict[str, bytes]  # path as walked -> bytes
+    hashes: dict[str, str]  # path as walked -> the hash of the bytes read
     stored: _Stored
     shared: _Shared
     groups: dict[str, list[str]]  # a linked module -> its group still to check (paths as walked)
@@ -53,13 +53,15 @@ class Snapshot:
 
 def take(paths: list[str], settings: Settings, cache: Optional[Cache]) -> Snapshot:
     """Read, hash and plan the project of `paths` (every module of it) once."""
-    data = read_all(paths)[0]
-    stored = stored_for(data, cache, settings, False)
-    ready = _prepare(data, stored, set(data))
+    read = _Read({})
+    for path in paths:
+        read.add(path)
+    stored = _Stored(cache, read.hashes, settings, False, frozenset(read.clean), read.changed)
+    ready = _prepare(read, list(read.hashes), stored, set(read.hashes))
     project, todo, cached = _plan(ready, stored, {}) if isinstance(ready, _Pending) else ready
     units = {a: project for a in project.units} if project is not None else {}
-    shared = _Shared(data, units, dict(project.alone) if project is not None else {}, settings, False)
-    snapshot = Snapshot(data, stored, shared, {p: group for group in todo for p in group})
+    shared = _Shared(read, units, dict(project.alone) if project is not None else {}, settings, False)
+    snapshot = Snapshot(read.hashes, stored, shared, {p: group for group in todo for p in group})
     snapshot.known.update((r.path, r) for r in cached)
     return snapshot
 
@@ -79,12 +81,12 @@ def lint_in_snapshot(path: str, data: bytes, settings: Settings, config: Config,
         found = contexts([(path, fallback)], lambda r, packages: walk(r, config, packages))
         files, context = found.get(root, ([path], []))
         snapshot = take(sorted(set(files + context)), settings, cache)
-        _TAKEN[key] = snapshot, {os.path.abspath(p): p for p in snapshot.data}
+        _TAKEN[key] = snapshot, {os.path.abspath(p): p for p in snapshot.hashes}
         while len(_TAKEN) > KEPT:
             _TAKEN.popitem(last=False)
     _TAKEN.move_to_end(key)
     snapshot, walked = _TAKEN[key]
     mine = walked.get(os.path.abspath(path))
-    if mine is None or snapshot.data[mine] != data:
+    if mine is None or snapshot.hashes[mine] != content_hash(data):
         return None
     return snapshot.answer(mine)

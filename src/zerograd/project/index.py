@@ -8,18 +8,39 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
+
+from ..engine import may_hold_findings
+from ..knowledge.frameworks import SETTINGS
 
 # `import a.b as c, d` and `from .a import (b as c, d)` at the start of a line.
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)
+# A module that steps, clears or reads `.grad` somewhere: one the plan links with a caller.
+_EVENT = re.compile(r"\.(?:step|zero_grad|clear_grad|clear_gradients|zero_)\s*\(|\.grad\b")
 _FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)", re.M)
 
 
-@dataclass(frozen=True)
-class Imported:
+class Imported(NamedTuple):  # a tuple: every module of a project keeps its imports
     module: str  # as written: `pkg.mod`, `.mod`, `..`
     name: Optional[str]  # `from module import name`; None for `import module`
     local: str  # the name it is bound to here
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the plan reads of every module's text before it starts; the rest of a text is read
+    when the plan first asks for it (issue 43: a plan that held every text grew with the
+    project, 3 KB a module, while it reads few of them past these)."""
+
+    imports: list[Imported]
+    holds: bool  # may_hold_findings: it can hold a finding alone
+    events: bool  # it steps, clears or reads `.grad` somewhere (_EVENT)
+    settings: bool  # it names a framework's accumulation setting
+
+    @classmethod
+    def of(cls, text: str) -> Facts:
+        return cls(imports_of(text), may_hold_findings(text), _EVENT.search(text) is not None,
+                   any(keyword in text for keyword in SETTINGS))
 
 
 def imports_of(text: str) -> list[Imported]:

@@ -202,7 +202,7 @@ def _group_settings(project: Project, group: list[str]) -> dict[str, Optional[in
     found: dict[str, Optional[int]] = {}
     for path in group:
         unit = project.units[path]
-        if not any(keyword in unit.text for keyword in SETTINGS):
+        if not unit.known.settings:
             continue
         tree = _parsed(unit.text)
         aliases = unit.outline.aliases if unit.outline is not None else (Scan(tree).aliases if tree is not None else {})

@@ -15,21 +15,22 @@ from __future__ import annotations
 import ast
 import gc
 import re
-from dataclasses import dataclass, field
-from typing import Optional
+from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from functools import partial
+from typing import Callable, Optional, Union
 
-from ..engine import may_hold_findings
 from ..front.outline import Outline
 from ..front.relevance import Scan, scan_text
-from ..knowledge.frameworks import SETTINGS, framework_of
+from ..knowledge.frameworks import framework_of
 from .cache import Cache
-from .index import Imported, Index, imports_of
+from .index import Facts, Imported, Index, imports_of
 
 _DEF = re.compile(r"\b(def|class)[ \t]+(\w+)")
 _WORD = re.compile(r"\w")
 _NAME_CALL = re.compile(r"(\w+)\s*\(")
 _METHOD_CALL = re.compile(r"\.(\w+)\s*\(")
-_EVENT = re.compile(r"\.(?:step|zero_grad|clear_grad|clear_gradients|zero_)\s*\(|\.grad\b")
 _BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
 MAX_HOPS = 5  # re-exports followed through `__init__` modules
 
@@ -39,27 +40,43 @@ class Unit:
     """One module of the project as the planner sees it."""
 
     path: str  # absolute
-    text: str
+    source: Union[str, Callable[[], str]]  # its text, or what reads it when the plan first asks
     imports: list[Imported]
+    facts: Optional[Facts] = None  # of its text (made from it when not given)
     scan: Optional[Scan] = None  # of its text: the elision of its build reads it again
     outline: Optional[Outline] = None  # what the plan reads of its functions (relevance.Outline)
     defs: Optional[set[tuple[str, str]]] = None  # ("def" | "class", name) in its text
     relevant: Optional[set[str]] = None  # its function names that can perform an event (once parsed)
-    keep: set[int] = field(default_factory=set)  # the indices of those functions in `outline`
+    keep: AbstractSet[int] = frozenset()  # the indices of those functions in `outline`
     methods: Optional[set[str]] = None  # names its text calls as `.name(`
-    deps: set[str] = field(default_factory=set)  # the project modules whose functions it calls
+    # Each of these starts empty and shared: a project of 20,000 modules has few that link.
+    deps: frozenset[str] = frozenset()  # the project modules whose functions it calls
     linked: frozenset[str] = frozenset()  # the names it calls of those functions
     targets: Optional[list[tuple[str, Optional[str], str]]] = None  # Project._targets
-    calls: dict[str, set[str]] = field(default_factory=dict)  # prefix -> names called as `prefix.name(`
+    calls: Optional[dict[str, set[str]]] = None  # prefix -> names called as `prefix.name(`
     bases: Optional[set[str]] = None  # the names its classes' bases are written with
+
+    @property
+    def text(self) -> str:
+        if not isinstance(self.source, str):
+            self.source = self.source()  # kept: the plan and the group's build read it again
+        return self.source
+
+    @property
+    def known(self) -> Facts:
+        if self.facts is None:
+            self.facts = Facts.of(self.text)
+        return self.facts
 
 
 class Project:
-    def __init__(self, texts: dict[str, str], cache: Optional[Cache] = None,
-                 scans: Optional[dict[str, Scan]] = None) -> None:
+    def __init__(self, texts: Mapping[str, str], cache: Optional[Cache] = None,
+                 scans: Optional[dict[str, Scan]] = None, facts: Optional[Mapping[str, Facts]] = None) -> None:
+        """`texts`: path as given -> text, read when asked when `facts` (made as the files were
+        read) has the path; else every text is read now."""
         self.cache = cache  # outlines by content: a re-plan parses only the modules that changed
         self.index = Index(texts)
-        self.units = {a: Unit(a, texts[p], imports_of(texts[p])) for a, p in self.index.paths.items()}
+        self.units = {a: _unit(a, p, texts, facts) for a, p in self.index.paths.items()}
         self.holding: frozenset[str] = frozenset()  # the modules that may hold a finding
         # Scans made beforehand, in parallel (files.prescan), by path as given.
         self.scans = {a: scans[p] for a, p in self.index.paths.items() if p in scans} if scans else {}
@@ -76,7 +93,7 @@ class Project:
                 gc.enable()
 
     def _plan(self) -> list[list[str]]:
-        active = {a for a, u in self.units.items() if may_hold_findings(u.text)}
+        active = {a for a, u in self.units.items() if u.known.holds}
         self.holding = frozenset(active)
         changed = True
         while changed:  # a module joins when it calls a function that can perform an event
@@ -135,7 +152,7 @@ class Project:
             # A module that may hold a finding also links with one that only steps or clears
             # (BERT-pytorch's ScheduledOptim wrapper): one hop, so a chain of such modules
             # does not pull in every library module that steps a scheduler.
-            if module not in active and not (unit.path in self.holding and _EVENT.search(self.units[module].text)):
+            if module not in active and not (unit.path in self.holding and self.units[module].known.events):
                 continue
             if name is not None:  # `from pkg.mod import f [as g]`
                 called = self._steps(unit, module, name, local)
@@ -143,7 +160,7 @@ class Project:
                 called = {n for f in self._called_on(unit, local) for n in self._steps(unit, module, f, f)}
             if called:
                 names |= called
-                unit.deps.add(module)
+                unit.deps |= {module}
                 active.add(module)
         return frozenset(names)
 
@@ -152,13 +169,13 @@ class Project:
         project (a `LightningModule` subclass) that `unit` subclasses while it may hold a finding,
         or sets the framework's accumulation for while that module may; recorded as deps."""
         found = set()
-        setting = any(keyword in unit.text for keyword in SETTINGS)
+        setting = unit.known.settings
         for module, name, local in self._targets(unit):
             if name is None or not (setting and module in active or unit.path in active and _subclasses(unit, local)):
                 continue
             if self._hooked(module, name, 0):
                 found.add(module)
-                unit.deps.add(module)
+                unit.deps |= {module}
         return found
 
     def _hooked(self, module: str, name: str, depth: int) -> bool:
@@ -231,6 +248,8 @@ class Project:
     def _called_on(self, unit: Unit, prefix: str) -> set[str]:
         """The names its text calls as `prefix.name(` (`\\bprefix\\.(\\w+)\\s*\\(`, found with
         str.find: a regular expression searched from every position costs ten times more)."""
+        if unit.calls is None:
+            unit.calls = {}
         if prefix not in unit.calls:
             found, text, needle = set(), unit.text, prefix + "."
             at = text.find(needle)
@@ -258,6 +277,14 @@ class Project:
         return None
 
 
+def _unit(path: str, given: str, texts: Mapping[str, str], facts: Optional[Mapping[str, Facts]]) -> Unit:
+    known = facts.get(given) if facts is not None else None
+    if known is None:
+        text = texts[given]
+        return Unit(path, text, imports_of(text))
+    return Unit(path, partial(texts.__getitem__, given), known.imports, known)
+
+
 def _subclasses(unit: Unit, local: str) -> bool:
     """Whether the text defines a class with `local` among its bases (read once per module)."""
     if unit.bases is None:
@@ -272,7 +299,7 @@ def _defines(unit: Unit, kind: str, name: str) -> bool:
     return (kind, name) in unit.defs
 
 
-def _components(edges: dict[str, set[str]]) -> list[list[str]]:
+def _components(edges: Mapping[str, AbstractSet[str]]) -> list[list[str]]:
     """Connected groups of modules (imports in either direction), each in build order: the
     modules a module calls come before it (cycles broken where they close)."""
     parent = {a: a for a in edges}
