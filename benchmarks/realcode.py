@@ -229,7 +229,7 @@ def _linked(paths: list[Path], row: Counter[str], details: list[str]) -> set[Pat
         row.update(HOOKED + framework for framework in report.hooked)
         for name in group:
             grouped.add(Path(name))
-            for finding in unsuppressed(found[name], texts[name].splitlines()):
+            for finding in unsuppressed(found[name], texts[name]):
                 row[finding.code] += 1
                 details.append(f"{Path(name).relative_to(CACHE / 'src')}:{finding.line}:{finding.col + 1}: "
                                f"{finding.code} {finding.message} [linked]")
