@@ -196,12 +196,12 @@ def _scan(root: Path, details: list[str]) -> Counter[str]:
         checked = _check(path)
         if checked is None:
             continue
-        report, lines, where = checked
+        report, text, where = checked
         row["scopes"] += report.scopes
         row["stepfn"] += report.step_functions
         row["capped"] += report.capped
         row.update(HOOKED + framework for framework in report.hooked)
-        for finding in unsuppressed(report.findings, lines):
+        for finding in unsuppressed(report.findings, text):
             row[finding.code] += 1
             details.append(f"{path.relative_to(CACHE / 'src')}:{where(finding)}: {finding.code} {finding.message}")
     return row
@@ -251,7 +251,7 @@ def _inspect(path: Path, source: str) -> Report:
 
 
 def _check(path: Path):  # type: ignore[no-untyped-def]
-    """The report of one file, its lines, and how to print a finding's place (cells in notebooks)."""
+    """The report of one file, its text, and how to print a finding's place (cells in notebooks)."""
     try:
         text = decode(path.read_bytes())
     except (SyntaxError, UnicodeDecodeError, LookupError, OSError):
@@ -267,8 +267,8 @@ def _check(path: Path):  # type: ignore[no-untyped-def]
             placed = notebook.locate(finding)
             return f"cell_{placed.cell[0]}:{placed.cell[1]}:{finding.col + 1}" if placed.cell else f"{finding.line}"
 
-        return report, notebook.source.splitlines(), cell
-    return _inspect(path, text), text.splitlines(), lambda f: f"{f.line}:{f.col + 1}"
+        return report, notebook.source, cell
+    return _inspect(path, text), text, lambda f: f"{f.line}:{f.col + 1}"
 
 
 def _row(name: str, row: Counter[str]) -> str:
