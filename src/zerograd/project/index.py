@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import NamedTuple, Optional
@@ -52,13 +53,22 @@ def imports_of(text: str) -> list[Imported]:
             words = part.split()
             if words:
                 local = words[2] if len(words) == 3 and words[1] == "as" else words[0].split(".")[0]
-                found.append(Imported(words[0], None, local))
+                found.append(_shared(Imported(words[0], None, local)))
     for match in froms:
         for part in match.group(2).strip("()").replace("\\", " ").split(","):
             words = part.split()
             if words and words[0] != "*":
-                found.append(Imported(match.group(1), words[0], words[2] if len(words) == 3 else words[0]))
+                found.append(_shared(Imported(match.group(1), words[0], words[2] if len(words) == 3 else words[0])))
     return found
+
+
+# The same import in many modules (`import torch`, `from .utils import helper`) is one object:
+# every module of a project keeps its imports for the whole run.
+_IMPORTS: dict[Imported, Imported] = {}
+
+
+def _shared(imported: Imported) -> Imported:
+    return _IMPORTS.setdefault(imported, imported)
 
 
 def _matches(text: str) -> tuple[list[re.Match[str]], list[re.Match[str]]]:
@@ -115,7 +125,8 @@ class Index:
     def _name(self, absolute: str) -> tuple[str, str]:
         folder, base = os.path.split(absolute)
         root, packages = import_root(folder, self._is_package)
-        return ".".join(packages + ([] if base == "__init__.py" else [base[:-3]])), root
+        # Interned: the modules of one tree share one root.
+        return ".".join(packages + ([] if base == "__init__.py" else [base[:-3]])), sys.intern(root)
 
     def module(self, importer: str, name: str) -> Optional[str]:
         """The project file (absolute path) that `name`, imported in `importer`, refers to."""
