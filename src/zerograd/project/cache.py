@@ -204,7 +204,9 @@ class Cache:
                            "or too large); it is ignored")
                 return None
             with os.fdopen(handle, "rb", closefd=False) as stream:
-                data = stream.read(limit + 1)
+                # Its size and a byte (more shows an entry that grew), never `limit` at once:
+                # a read allocates what it asks for, and a plan's limit is tens of MiB.
+                data = stream.read(info.st_size + 1)
             return data if len(data) <= limit else None
         except OSError:
             return None
