@@ -4,6 +4,7 @@ projects' plans, parallel checking (discovery.py finds the files)."""
 from __future__ import annotations
 
 import gc
+import hashlib
 import io
 import os
 import re
@@ -12,6 +13,7 @@ import sys
 import tokenize
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Optional, Union
 
 from ..analysis.model import Finding, Settings, Span
@@ -27,7 +29,6 @@ from .suppress import unsuppressed
 
 if TYPE_CHECKING:  # plan.py imports libcst: only runs that make a plan pay for it
     from ..front.relevance import Scan
-    from ..project.index import Index
     from ..project.plan import Project
 
     # A project's plan: the project, its groups still to check, the findings cached for the others.
@@ -471,14 +472,12 @@ def _prepare(read: _Read, paths: list[str], stored: _Stored, reported: set[str])
     """One project's plan when the cache holds it and the findings of the groups it makes:
     the project (none then), the groups of linked modules holding a reported file still to
     check, and the cached findings of those that hold one; else what _plan needs to make it."""
-    from ..project.index import Index
-
     # Every module: one that imports nothing may still be called (a wrapper that steps, a helper).
     candidates = sorted(p for p in set(paths) if p.endswith(".py") and p in read.hashes)
     if not any(read.facts[p].holds for p in candidates if p in read.facts):
         return None, [], []  # no module can hold a finding: none to link
     given = {os.path.abspath(p): p for p in candidates}
-    key = _state(Index(candidates), stored) if stored.cache else ""
+    key = _state(given, stored) if stored.cache else ""
     planned = stored.cache.plan(sorted(given), key) if stored.cache else None
     if planned is not None and all(a in given for group in planned for a in group):
         wanted = [[given[a] for a in group] for group in planned]
@@ -524,11 +523,28 @@ def _cached_group(group: list[str], stored: _Stored) -> Optional[list[FileResult
     return results
 
 
-def _state(index: Index, stored: _Stored) -> str:
-    """What a plan depends on: the candidate modules' contents and which folders are packages."""
-    parts = [f"{absolute}\0{stored.hashes[path]}" for absolute, path in sorted(index.paths.items())]
-    parts += [f"{folder}\0{flag}" for folder, flag in sorted(index.packages.items())]
-    return content_hash("\n".join(parts).encode())
+def _state(given: dict[str, str], stored: _Stored) -> str:
+    """What a plan depends on: the candidate modules' contents (`given`: absolute path -> path as
+    given) and which folders are packages (index.import_root's view of them). Hashed as it is
+    made: at 20,000 modules its lines, and the Index it was read from, were a run's largest
+    passing weight (17 MiB), for a key of 64 characters."""
+    from ..project.index import import_root
+
+    packages: dict[str, bool] = {}
+
+    def is_package(folder: str) -> bool:
+        if folder not in packages:
+            packages[folder] = os.path.isfile(os.path.join(folder, "__init__.py"))
+        return packages[folder]
+
+    for absolute in given:
+        import_root(os.path.dirname(absolute), is_package)
+    lines = chain((f"{a}\0{stored.hashes[p]}" for a, p in sorted(given.items())),
+                  (f"{folder}\0{flag}" for folder, flag in sorted(packages.items())))
+    digest = hashlib.sha256(next(lines, "").encode())
+    for line in lines:
+        digest.update(f"\n{line}".encode())
+    return digest.hexdigest()
 
 
 def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: int = 1,
