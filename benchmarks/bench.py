@@ -60,10 +60,11 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 def run_command(command: list[str]) -> tuple[float, int]:
     """Wall seconds and peak RSS (KiB) of one run; the output is thrown away."""
+    command, measured = project_growth._under_time(command)  # not this script's RSS (project_growth.GNU_TIME)
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     _, _, usage = os.wait4(process.pid, 0)
-    return time.perf_counter() - started, usage.ru_maxrss
+    return time.perf_counter() - started, project_growth._peak(measured, usage.ru_maxrss)
 
 
 def in_process(work: Callable[[], None]) -> tuple[float, int]:

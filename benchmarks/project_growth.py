@@ -19,8 +19,9 @@ The routes, each run from the project's root with its output kept to count the f
   the first training module with a planted bug to its `publishDiagnostics` (a new cache folder
   per run); peak memory is the server's whole run.
 Time per module is the median wall time over the modules of the project (every .py file, the
-__init__.py files too); peak memory is ru_maxrss from os.wait4: the largest of the command's
-process and the processes it waited for (pre-commit's hook runs, flake8 -j 1 starts none).
+__init__.py files too); peak memory is GNU time's %M (ru_maxrss of the command it forked: the
+largest of the command's process and the processes it waited for, pre-commit's hook runs;
+flake8 -j 1 starts none), or wait4's where there is no /usr/bin/time.
 """
 
 from __future__ import annotations
