@@ -8,7 +8,6 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import NamedTuple, Optional
 
 from ..engine import may_hold_findings
@@ -27,8 +26,7 @@ class Imported(NamedTuple):  # a tuple: every module of a project keeps its impo
     local: str  # the name it is bound to here
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(NamedTuple):
     """What the plan reads of every module's text before it starts; the rest of a text is read
     when the plan first asks for it (issue 43: a plan that held every text grew with the
     project, 3 KB a module, while it reads few of them past these)."""
