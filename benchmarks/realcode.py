@@ -28,8 +28,8 @@ from corpus import CACHE, extract, extract_repo, fetch, load_lock, pin_repos, up
 
 from zerograd.analysis.model import Settings
 from zerograd.engine import PREFILTER, Report, inspect_source
-from zerograd.io.files import decode
 from zerograd.io.notebook import NotebookError, read_notebook
+from zerograd.io.reading import decode
 from zerograd.io.suppress import unsuppressed
 from zerograd.project.linking import inspect_group
 from zerograd.project.plan import Project

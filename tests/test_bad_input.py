@@ -13,7 +13,7 @@ import pytest
 
 from zerograd import cli, engine, flake8_plugin
 from zerograd.analysis import graph, summaries
-from zerograd.io import files
+from zerograd.io import reading
 
 BUG = "for b in loader:\n    loss.backward()\n    optimizer.step()\n"
 
@@ -82,7 +82,7 @@ def test_unreadable_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     def refuse(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(files, "open", refuse, raising=False)
+    monkeypatch.setattr(reading, "open", refuse, raising=False)
     assert cli.main(["-j", "1", str(tmp_path / "t.py")]) == 2
     captured = capsys.readouterr()
     assert captured.err == f"zerograd: error: cannot read {tmp_path / 't.py'}: Permission denied\n"
@@ -268,7 +268,7 @@ def test_standard_input_is_read_no_further_than_a_file(tmp_path: Path) -> None:
 def test_a_form_feed_on_the_first_line_does_not_hide_the_encoding_cookie() -> None:
     """CPython reads a PEP 263 cookie on line 2 after a form feed on line 1; the text that stands
     in for a file (flake8's lines, an editor's buffer) is encoded as that cookie says."""
-    from zerograd.io.files import encoded
+    from zerograd.io.reading import encoded
 
     text = '# a\x0c comment\n# -*- coding: latin-1 -*-\nname = "\xe9"\n'
     assert encoded(text) == text.encode("latin-1")

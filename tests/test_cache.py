@@ -428,12 +428,13 @@ def test_a_module_read_again_after_a_change_is_checked_as_it_is_and_not_cached(t
     a framework's accumulation, and reads any other again when the plan asks for it. A module
     changed in between is read as it is now, and no finding resting on it is stored: the plan
     was made from its old text."""
-    from zerograd.io.files import FileResult, _Read, _Stored
+    from zerograd.io.files import _Stored
+    from zerograd.io.reading import FileResult, Read
 
     library, train = tmp_path / "lib.py", tmp_path / "train.py"
     library.write_text("def helper(x):\n    return x\n")
     train.write_text("for x in data:\n    loss(x).backward()\n    opt.step()\n")
-    read = _Read({})
+    read = Read({})
     assert read.add(str(library)) is None and read.add(str(train)) is None
     assert str(library) in read.clean and str(library) not in read.texts and str(train) in read.texts
     assert read.text(str(library)) == "def helper(x):\n    return x\n" and not read.changed

@@ -127,7 +127,7 @@ def test_the_plugin_reads_a_project_once_per_process(tmp_path: Path, monkeypatch
     process now reads each module of the project once, and answers as a run over the project."""
     import ast
 
-    import zerograd.io.files
+    import zerograd.io.reading
     from zerograd.flake8_plugin import ZeroGradPlugin
 
     project = tmp_path / "split"
@@ -137,8 +137,8 @@ def test_the_plugin_reads_a_project_once_per_process(tmp_path: Path, monkeypatch
         (project / f"other_{index}.py").write_text(f"def f_{index}(x):\n    return x + {index}\n")
     modules = sorted(project.rglob("*.py"))
     reads: list[str] = []
-    real = zerograd.io.files.read_source
-    monkeypatch.setattr(zerograd.io.files, "read_source", lambda path: reads.append(path) or real(path))
+    real = zerograd.io.reading.read_source
+    monkeypatch.setattr(zerograd.io.reading, "read_source", lambda path: reads.append(path) or real(path))
     found = []
     for module in modules:
         text = module.read_text()

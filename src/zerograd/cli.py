@@ -11,7 +11,8 @@ from typing import Optional
 
 from .analysis.rules import RULES, rule_page
 from .io.config import Config, ConfigError, Selection, discover_config, parse_codes
-from .io.files import MAX_SOURCE_BYTES, FileResult, check_bytes, lint_paths, too_large
+from .io.files import check_bytes, lint_paths
+from .io.reading import MAX_SOURCE_BYTES, FileResult, too_large
 from .io.report import DESCRIBED, FORMATS, printable, statistics, summary
 from .project.cache import Cache, project_cache
 from .version import __version__

@@ -91,7 +91,8 @@ class ZeroGradPlugin:
     def _in_project(self, config: Optional[Config], settings: Settings) -> Optional[list[Finding]]:
         """The file's findings in its project, as the CLI gives them; None when flake8's text
         cannot be given the file's encoding (then it is analysed alone)."""
-        from .io.files import encoded, lint_paths
+        from .io.files import lint_paths
+        from .io.reading import encoded
         from .io.snapshot import lint_in_snapshot
 
         data = encoded("".join(self.lines))

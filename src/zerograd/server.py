@@ -37,10 +37,11 @@ from .analysis.rules import FIXABLE
 from .front.lines import split_lines
 from .front.parse import keep_trees
 from .io.config import Config, ConfigError, Selection, find_pyproject, load_config
-from .io.files import check_source, encoded, lint_paths
+from .io.files import check_source, lint_paths
 from .io.fix import fix_source, key, try_fix
 from .io.frames import Frames
 from .io.notebook import blank_magics
+from .io.reading import encoded
 from .io.report import rule_url
 from .project.cache import project_cache
 from .version import __version__

@@ -1,17 +1,13 @@
-"""Files in, findings out: decoding (PEP 263, BOM), notebooks, noqa, per-file ignores, the
-projects' plans, parallel checking (discovery.py finds the files)."""
+"""Files in, findings out: notebooks, noqa, per-file ignores, the projects' plans, parallel
+checking (discovery.py finds the files, reading.py reads them)."""
 
 from __future__ import annotations
 
 import gc
 import hashlib
-import io
 import os
-import re
-import stat
 import sys
-import tokenize
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING, Optional, Union
@@ -19,12 +15,12 @@ from typing import TYPE_CHECKING, Optional, Union
 from ..analysis.model import Finding, Settings, Span
 from ..analysis.rules import FIXABLE, message
 from ..engine import PREFILTER, inspect_source
-from ..project.cache import Cache, Group, content_hash
-from ..project.index import Facts
+from ..project.cache import Cache, Group
 from .config import Config
 from .discovery import discover, walk
 from .notebook import NotebookError, read_notebook
 from .projects import contexts, fallback_for
+from .reading import FileResult, Read, Texts, decode, problem, read_source
 from .suppress import unsuppressed
 
 if TYPE_CHECKING:  # plan.py imports libcst: only runs that make a plan pay for it
@@ -37,40 +33,6 @@ if TYPE_CHECKING:  # plan.py imports libcst: only runs that make a plan pay for 
 STRICT = "ZEROGRAD_STRICT"  # set: a linked group that fails raises instead of falling back (tests)
 PARALLEL_THRESHOLD = 16  # below this many files a process pool costs more than it saves
 PRESCAN_MIN = 8  # below this many modules to scan before a plan, the parent scans them itself
-
-
-@dataclass
-class FileResult:
-    path: str
-    findings: list[Finding] = field(default_factory=list)
-    error: Optional[str] = None  # the file could not be read at all (exit 2)
-    skipped: list[str] = field(default_factory=list)  # what was left unchecked (--statistics)
-
-
-def decode(data: bytes) -> str:
-    """Decode like the interpreter: BOM or PEP 263 cookie, else UTF-8. Raises on bad bytes."""
-    encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    return data.decode(encoding)
-
-
-# The first two lines as CPython's tokenizer ends them (not at a form feed: front/lines.py).
-_TWO_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?[^\r\n]*(?:\r\n|\r|\n)?")
-
-
-def encoded(text: str) -> Optional[bytes]:
-    """Decoded text (an editor's buffer, flake8's lines) as bytes that `decode` turns back into
-    it, its PEP 263 cookie honoured; None when the cookie's encoding cannot hold the text."""
-    first = _TWO_LINES.match(text)  # always matches (maybe nothing)
-    head = (first.group() if first else "").encode("utf-8", "replace")  # where a cookie may be
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(head).readline)
-        return text.encode("utf-8" if encoding == "utf-8-sig" else encoding)
-    except (SyntaxError, LookupError, UnicodeError):
-        return None
-
-
-def _problem(reason: str, line: int = 1) -> Finding:
-    return Finding("ZG900", message("ZG900", reason), Span(line, 0, line, 0))
 
 
 def check_source(source: str, settings: Settings, describe: bool = True,
@@ -98,7 +60,7 @@ def check_bytes(path: str, data: bytes, settings: Settings, describe: bool = Tru
     try:
         source = decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError) as error:
-        return FileResult(path, [_problem(f"undecodable bytes ({error})".splitlines()[0])])
+        return FileResult(path, [problem(f"undecodable bytes ({error})".splitlines()[0])])
     return FileResult(path, check_source(source, settings, describe, scan=scan))
 
 
@@ -106,52 +68,11 @@ def _check_notebook(path: str, data: bytes, settings: Settings, describe: bool) 
     try:
         notebook = read_notebook(data.decode("utf-8-sig"))
     except UnicodeDecodeError as error:
-        return FileResult(path, [_problem(f"not a notebook: undecodable bytes ({error.reason})")])
+        return FileResult(path, [problem(f"not a notebook: undecodable bytes ({error.reason})")])
     except NotebookError as error:
-        return FileResult(path, [_problem(str(error))])
+        return FileResult(path, [problem(str(error))])
     findings = [notebook.locate(f) for f in check_source(notebook.source, settings, describe)]
     return FileResult(path, findings, skipped=[f"cell {cell} ({magic})" for cell, magic in notebook.skipped])
-
-
-# A source file larger than this is not read: it gets a ZG900 that says so. Analysis holds some
-# 1.4 KB a line at its peak (docs/bad-input.md, "Long runs": 282 MiB for 200k lines of 30
-# bytes), so 64 MiB of source (about 2M lines) is some 3 GB and 10 minutes: the most a CI
-# runner can give one file. Hand-written modules are far smaller, a generated file this large
-# is data rather than training code, and a 2 GiB file read whole only ended in MemoryError.
-MAX_SOURCE_BYTES = 64 << 20
-
-
-def read_source(path: str) -> Union[bytes, FileResult]:
-    """The bytes of a regular file; else the file's result: why it cannot be read (exit 2), or a
-    ZG900 when it is too large to analyse. The size is the open file's (a FIFO would block a
-    read forever, so the path is looked at first), and no more than the limit is ever read."""
-    try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            return FileResult(path, error=f"{path}: not a regular file")
-        with open(path, "rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            # Asking for the limit at once would have every read allocate 64 MiB first: the size
-            # and a byte, then the rest of a file that grew since fstat, up to the limit.
-            data = handle.read(size + 1) if size <= MAX_SOURCE_BYTES else b""
-            if len(data) > size:
-                data += handle.read(MAX_SOURCE_BYTES + 1 - len(data))
-    except OSError as error:
-        return FileResult(path, error=f"cannot read {path}: {error.strerror or error}")
-    if size > MAX_SOURCE_BYTES or len(data) > MAX_SOURCE_BYTES:  # or it grew since fstat
-        return FileResult(path, [too_large(max(size, len(data)))])
-    return data
-
-
-def too_large(size: int) -> Finding:
-    mib = -(-size // (1 << 20))  # rounded up: a byte over the limit is over it
-    return _problem(f"too large to analyse ({mib:,} MiB; the limit is {MAX_SOURCE_BYTES >> 20} MiB)")
-
-
-def read_file(path: str) -> tuple[Optional[bytes], Optional[str]]:
-    """read_source for the fixer: the bytes, or why not; (None, None) for a file too large to
-    analyse, which has nothing to fix (its check reported it)."""
-    read = read_source(path)
-    return (None, read.error) if isinstance(read, FileResult) else (read, None)
 
 
 def check_file(path: str, settings: Settings, describe: bool = True) -> FileResult:
@@ -169,7 +90,7 @@ def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings
     unrelated code). Groups and files that need parsing go to the pool, the largest first so
     that no process is left alone with the big ones at the end, and no pool starts for one."""
     done: list[FileResult] = []
-    read = _Read(overrides or {})
+    read = Read(overrides or {})
     reported: list[str] = []
     for files, context in given.values():
         for path in files:
@@ -202,92 +123,7 @@ def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings
     return done + [r for r in cached + rest if r.path in wanted]
 
 
-class _Texts(Mapping[str, str]):
-    """The texts of a project's modules for its plan, read when asked (_Read.text)."""
-
-    def __init__(self, read: _Read, paths: list[str]) -> None:
-        self.read, self.paths = read, paths
-
-    def __getitem__(self, path: str) -> str:
-        return self.read.text(path)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.paths)
-
-    def __len__(self) -> int:
-        return len(self.paths)
-
-
-@dataclass
-class _Read:
-    """The files of a run as it keeps them (issue 43: a run held every file's bytes and text,
-    6 KB a module of a 20,000-module project, while a check reads few of them). Every file read
-    is hashed, and a module that decodes leaves its Facts. Its bytes stay only when its check
-    alone reads them (it may hold a finding, or it is a notebook or undecodable), its text only
-    when the plan reads it (it may hold a finding, steps or clears, or names a framework's
-    setting) or when it cannot be read again (stdin, an editor's buffer). Anything else asked
-    for later is read again, its hash compared: a file changed since is checked as it is now,
-    and its findings are not cached (they may rest on a plan of its old text)."""
-
-    overrides: dict[str, bytes]
-    data: dict[str, bytes] = field(default_factory=dict)
-    texts: dict[str, str] = field(default_factory=dict)
-    facts: dict[str, Facts] = field(default_factory=dict)  # every module that decodes
-    hashes: dict[str, str] = field(default_factory=dict)  # every file read
-    sizes: dict[str, int] = field(default_factory=dict)
-    clean: set[str] = field(default_factory=set)  # modules whose check alone finds nothing (the prefilter)
-    changed: set[str] = field(default_factory=set)  # read again with other bytes
-
-    def add(self, path: str) -> Optional[FileResult]:
-        """Read `path`; its result when it cannot be read."""
-        content = _read(path, self.overrides)
-        if isinstance(content, FileResult):
-            return content
-        self.hashes[path], self.sizes[path] = content_hash(content), len(content)
-        pinned = path in self.overrides
-        try:
-            text = decode(content) if path.endswith(".py") else None
-        except (SyntaxError, UnicodeDecodeError, LookupError):
-            text = None  # check_bytes reports it
-        if text is None:
-            self.data[path] = content
-            return None
-        facts = self.facts[path] = Facts.of(text)
-        if facts.holds or pinned:
-            self.data[path] = content
-        else:
-            self.clean.add(path)
-        if facts.holds or facts.events or facts.settings or pinned:
-            self.texts[path] = text
-        return None
-
-    def text(self, path: str) -> str:
-        if path in self.texts:
-            return self.texts[path]
-        content = self.bytes_of(path)
-        try:
-            return decode(content) if isinstance(content, bytes) else ""
-        except (SyntaxError, UnicodeDecodeError, LookupError):
-            self.changed.add(path)
-            return ""
-
-    def bytes_of(self, path: str) -> Union[bytes, FileResult]:
-        if path in self.data:
-            return self.data[path]
-        content = read_source(path)
-        if isinstance(content, FileResult) or content_hash(content) != self.hashes.get(path):
-            self.changed.add(path)
-        return content
-
-
-def _read(path: str, overrides: Optional[dict[str, bytes]]) -> Union[bytes, FileResult]:
-    """The text the caller holds for `path` (stdin, an editor's buffer), else the file's bytes."""
-    if overrides and path in overrides:
-        return overrides[path]
-    return read_source(path)
-
-
-def _check_rest(read: _Read, reported: list[str], stored: _Stored, shared: _Shared,
+def _check_rest(read: Read, reported: list[str], stored: _Stored, shared: _Shared,
                 work: list[list[str]], taken: set[str], jobs: int) -> list[FileResult]:
     done: list[FileResult] = []
     taken |= {p for group in work for p in group}
@@ -310,7 +146,7 @@ def _check_rest(read: _Read, reported: list[str], stored: _Stored, shared: _Shar
 class _Shared:
     """What every job reads: forked workers inherit it instead of receiving it pickled."""
 
-    read: _Read
+    read: Read
     projects: dict[str, Project]  # each grouped module's (absolute path)
     scans: dict[str, Scan]  # the plan's relevance scans of modules checked alone (path as given)
     settings: Settings
@@ -385,7 +221,7 @@ def _run(work: list[list[str]], shared: _Shared, workers: int) -> Iterator[tuple
 _TEXTS: dict[str, str] = {}  # set in the parent before its prescan workers are forked
 
 
-def _prescan(read: _Read, paths: list[str], cache: Optional[Cache], jobs: int) -> dict[str, Scan]:
+def _prescan(read: Read, paths: list[str], cache: Optional[Cache], jobs: int) -> dict[str, Scan]:
     """The relevance scans of the modules that may hold a finding, made in `jobs` forked
     processes: the plan reads them (it scans the library modules they call itself), and so does
     a module's check alone. Made one after another in the parent before any worker started,
@@ -462,13 +298,13 @@ class _Stored:
 class _Pending:
     """A project whose plan is to be made: its modules' texts, which files it reports."""
 
-    texts: _Texts
+    texts: Texts
     given: dict[str, str]  # absolute path -> path as given
     key: str  # the cache's key for the project's plan
     reported: set[str]
 
 
-def _prepare(read: _Read, paths: list[str], stored: _Stored, reported: set[str]) -> Union[Planned, _Pending]:
+def _prepare(read: Read, paths: list[str], stored: _Stored, reported: set[str]) -> Union[Planned, _Pending]:
     """One project's plan when the cache holds it and the findings of the groups it makes:
     the project (none then), the groups of linked modules holding a reported file still to
     check, and the cached findings of those that hold one; else what _plan needs to make it."""
@@ -484,7 +320,7 @@ def _prepare(read: _Read, paths: list[str], stored: _Stored, reported: set[str])
         hits = [_cached_group(group, stored) for group in wanted if not reported.isdisjoint(group)]
         if all(hit is not None for hit in hits):
             return None, [], [result for hit in hits for result in hit or []]
-    return _Pending(_Texts(read, [p for p in candidates if p in read.facts]), given, key, reported)
+    return _Pending(Texts(read, [p for p in candidates if p in read.facts]), given, key, reported)
 
 
 def _plan(pending: _Pending, stored: _Stored, scans: dict[str, Scan]) -> Planned:

@@ -23,8 +23,9 @@ from ..analysis.model import Settings
 from ..project.cache import Cache, content_hash
 from .config import Config
 from .discovery import walk
-from .files import FileResult, _Pending, _plan, _prepare, _Read, _Shared, _Stored
+from .files import _Pending, _plan, _prepare, _Shared, _Stored
 from .projects import Projects, contexts, fallback_for
+from .reading import FileResult, Read
 
 KEPT = 4  # projects whose snapshots a process keeps (flake8 walks one project's files together)
 
@@ -53,7 +54,7 @@ class Snapshot:
 
 def take(paths: list[str], settings: Settings, cache: Optional[Cache]) -> Snapshot:
     """Read, hash and plan the project of `paths` (every module of it) once."""
-    read = _Read({})
+    read = Read({})
     for path in paths:
         read.add(path)
     stored = _Stored(cache, read.hashes, settings, False, frozenset(read.clean), read.changed)

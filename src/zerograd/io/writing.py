@@ -26,8 +26,8 @@ from typing import Any, Optional
 
 from ..analysis.model import Finding, Settings
 from ..front.lines import split_lines
-from .files import read_file
 from .notebook import Notebook, NotebookError, read_notebook
+from .reading import read_file
 
 
 @dataclass
