@@ -423,7 +423,8 @@ def test_a_cache_folder_reached_through_a_link_or_tracked_by_git_is_not_used(
     assert os.listdir(folder) == ["shipped"]
 
 
-def test_a_module_read_again_after_a_change_is_checked_as_it_is_and_not_cached(tmp_path: Path) -> None:
+def test_a_module_read_again_after_a_change_is_checked_as_it_is_and_not_cached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """issue 43: a run keeps the text of a module that can hold a finding, steps, clears or sets
     a framework's accumulation, and reads any other again when the plan asks for it. A module
     changed in between is read as it is now, and no finding resting on it is stored: the plan
@@ -446,4 +447,10 @@ def test_a_module_read_again_after_a_change_is_checked_as_it_is_and_not_cached(t
     stored.put(FileResult(str(train)), group)
     assert not list((tmp_path / "cache").rglob("*.json"))
     stored.put(FileResult(str(train)), ())  # alone, it rests on its own text only
+    assert len(list((tmp_path / "cache").rglob("*.json"))) == 1
+    # A run names its files as given (`zerograd .`); a group names them by absolute path.
+    monkeypatch.chdir(tmp_path)
+    relative = _Stored(cache, {"lib.py": read.hashes[str(library)], "train2.py": read.hashes[str(train)]},
+                       Settings(), True, frozenset(), {"lib.py"})
+    relative.put(FileResult("train2.py"), relative.group(["lib.py", "train2.py"]))
     assert len(list((tmp_path / "cache").rglob("*.json"))) == 1

@@ -286,9 +286,16 @@ class _Stored:
         entry = self.cache.findings(os.path.abspath(path), self.hashes[path], group, self.describe)
         return None if entry is None else FileResult(path, entry.findings, skipped=entry.skipped)
 
+    def _rests_on_change(self, path: str, group: Group) -> bool:
+        """Whether the file, or a module of its group (by absolute path), changed during the run."""
+        if not self.changed:
+            return False
+        changed = {os.path.abspath(p) for p in self.changed}
+        return os.path.abspath(path) in changed or any(member in changed for member, _ in group)
+
     def put(self, result: FileResult, group: Group) -> FileResult:
         if (self.cache is not None and result.error is None and (group or result.path not in self.clean)
-                and self.changed.isdisjoint(p for p, _ in group or [(result.path, "")])):
+                and not self._rests_on_change(result.path, group)):
             self.cache.store(os.path.abspath(result.path), self.hashes[result.path], group, self.describe,
                              result.findings, result.skipped)
         return result
