@@ -2,6 +2,7 @@
 
     python benchmarks/mutate.py [packages...]            # the table per mutation kind and scope
     python benchmarks/mutate.py --missed [packages...]   # and every mutant that was not detected
+    python benchmarks/mutate.py --kind KIND [...]        # only the mutants of one kind
 
 The sites are found on the CST by benchmarks/mutants.py, from the calls alone (not with
 zerograd's analysis, which is what is being tested): loops and functions that hold a backward,
@@ -39,6 +40,12 @@ Functions (a backward, clear and step outside any loop of their own):
 - function-clear-before-step: the clear moves to just before the step (ZG002)
 - function-delete-clear: a step function (`train_step`, `update`, ... nobody here calls) loses
   its clear (ZG005)
+- window-setting-every-call: in a per-step function whose clear and step are both gated by an
+  accumulation window whose size is a setting (`% self.accum`, `% args.gradient_accumulation_steps`,
+  a parameter, `micro == self.grad_accum`), the clear moves out of its window to just before the
+  statement of the first backward, so it runs on every call while the step waits for the window
+  (ZG003 at any size above 1, rules.md section 4). The finding may be at the function's lines or
+  at a line of this file that calls it (a caller's loop is where the calls repeat).
 Two loops in sequence (a function or module body):
 - two-phase-drop-clear: L1 clears before its backward and so ends with gradients in place; a
   clear between L1 and L2 is all that protects L2, which clears only after its step; the mutant
@@ -58,7 +65,7 @@ import sys
 import warnings
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -93,6 +100,7 @@ from zerograd.io.fix import describe, fix_source
 Finding = Any  # zerograd's Finding (code, line, fix): its module is not part of the interface used here
 
 Row = tuple[str, str]  # (kind, scope)
+WINDOW_SETTING = "window-setting-every-call"
 HOOKED = re.compile(r"(?:LightningModule|Callback|Trainer)\b")  # a class a framework may call (hook_mutants.py)
 # rules.md v3: ZG001 and ZG004 name one bug (old gradients reach a step, STALE or LEAK); ZG004 is
 # for a loop where some path clears (a possible clear the mutant left, a `continue`), so either
@@ -112,6 +120,7 @@ ROWS: dict[Row, tuple[str, ...]] = {
     ("build-over-one-more-module", "loop"): LEAK,
     ("function-clear-before-step", "function"): ("ZG002",),
     ("function-delete-clear", "function"): ("ZG005",),
+    (WINDOW_SETTING, "function"): ("ZG003",),
     ("two-phase-drop-clear", "function"): ("ZG004", "ZG001"),
     ("two-phase-drop-clear", "module"): ("ZG004", "ZG001"),
     ("remove-detach", "loop"): ("ZG006",),
@@ -130,6 +139,7 @@ class Mutant:
     first: int  # the site's lines in the mutant
     last: int
     what: str
+    callers: str = ""  # the function mutated: a finding at a line calling it counts too
 
     @property
     def expect(self) -> tuple[str, ...]:
@@ -483,11 +493,39 @@ def function_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
         new = edit.insert(step.node, moved(clears[0].node))
         yield file.mutant("function-clear-before-step", "function", function, edit,
                           f"{name}: move {target}.zero_grad() before step{note}", [new])
+    yield _window_setting(file, site, name)
     # ZG005 speaks of step functions no function here calls: a caller would be checked instead.
     if STEP_FUNCTION.fullmatch(name) and not called and target not in file.shared:
         edit = Edit({id(line.node) for line in clears})
         yield file.mutant("function-delete-clear", "function", function, edit,
                           f"{name}: delete {target}.zero_grad()")
+
+
+def _window_setting(file: File, site: Site, name: str) -> Optional[Mutant]:
+    """The window-gated clear of a per-step function whose window size is a setting moves to just
+    before the statement of the first backward (WINDOW_SETTING)."""
+    gated = [line for line in site.clears() if _configured_window(line)]
+    first_backward = next((line for line in site.lines if line.backward), None)
+    if not gated or first_backward is None or not any(_configured_window(line) for line in site.steps()):
+        return None
+    edit = Edit({id(line.node) for line in site.clears()})
+    new = edit.insert(first_backward.top, moved(gated[0].node))
+    mutant = file.mutant(WINDOW_SETTING, "function", site.node, edit, f"{name}: clear {site.target} on every call", [new])
+    return None if mutant is None else replace(mutant, callers=name)
+
+
+def _configured_window(line: Line) -> bool:
+    """Under an accumulation condition whose window size is not a literal: `% k` with `k` a name,
+    attribute, subscript or call, or a counter compared with such a size (`micro == self.accum`)."""
+    for condition in line.conditions:
+        if not accumulates(condition):
+            continue
+        modulos = [n for n in _walk(condition.test) if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)]
+        if any(not isinstance(m.right, cst.Integer) for m in modulos):
+            return True
+        if not modulos and not any(isinstance(n, cst.Integer) for n in _walk(condition.test)):
+            return True
+    return False
 
 
 def two_phase_mutants(file: File) -> Iterator[Optional[Mutant]]:
@@ -667,7 +705,7 @@ def measure(mutant: Mutant, where: str, tally: Tally) -> None:
         tally.crashed[row] += 1
         tally.missed.append(f"{label} -> crash {error}")
         return
-    found = [f for f in every if mutant.first <= f.line <= mutant.last]
+    found = [f for f in every if mutant.first <= f.line <= mutant.last or f.line in _calling(mutant)]
     if not any(f.code in mutant.expect for f in found):
         tally.missed.append(f"{label} -> {','.join(sorted({f.code for f in found})) or 'nothing'}")
         return
@@ -681,6 +719,14 @@ def measure(mutant: Mutant, where: str, tally: Tally) -> None:
     except Exception as error:  # noqa: BLE001  # describe() and fix_source() may fail as well
         tally.crashed[row] += 1
         tally.report_only.append(f"{label}: crash while fixing {error!r}")
+
+
+def _calling(mutant: Mutant) -> set[int]:
+    """The lines of the mutant that call the mutated function (`name(` or `.name(`, not its `def`)."""
+    if not mutant.callers:
+        return set()
+    call = re.compile(rf"(?<![\w])(?<!def ){re.escape(mutant.callers)}\s*\(")
+    return {number for number, text in enumerate(mutant.source.splitlines(), start=1) if call.search(text)}
 
 
 def _claims_fix(mutant: Mutant, every: list[Finding]) -> bool:
@@ -703,7 +749,7 @@ def _roots(names: Sequence[str]) -> list[Path]:
     return roots + [r for r in found if r is not None]
 
 
-def run(packages: Sequence[str]) -> Tally:
+def run(packages: Sequence[str], kinds: Sequence[str] = ()) -> Tally:
     tally = Tally()
     for root in _roots(packages):
         for path in python_files(root):
@@ -720,7 +766,8 @@ def run(packages: Sequence[str]) -> Tally:
                 tally.files_crashed.append(f"{where}: {error}")
                 continue
             for mutant in mutants(path, source, flagged):
-                measure(mutant, where, tally)
+                if not kinds or mutant.kind in kinds:
+                    measure(mutant, where, tally)
     return tally
 
 
@@ -742,9 +789,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--missed", action="store_true", help="list every mutant not detected")
+    parser.add_argument("--kind", action="append", default=[], choices=sorted({kind for kind, _ in ROWS}),
+                        help="make only mutants of this kind (repeatable)")
     parser.add_argument("packages", nargs="*")
     args = parser.parse_args()
-    tally = run(args.packages)
+    tally = run(args.packages, args.kind)
     print_table(tally)
     if tally.files_crashed:
         print(f"\nfiles skipped, zerograd crashed on the original ({len(tally.files_crashed)}):")

@@ -21,3 +21,29 @@ def test_another_optimizers_loss_is_not_a_leak_from_before_the_loop() -> None:
     an epoch's inner loop starts again is ZG006's, not LEAK's (it would be ZG001 and hide it)."""
     assert _entering(Grad("*", False, first="optimizer_g"), Grad("*", False)) == {
         (HERE, "optimizer_g"), (BEFORE, "")}
+
+
+def test_a_knob_on_a_window_size_reads_as_whether_the_size_is_1() -> None:
+    """Issue 46: `if k == 1:` and `if k > 1:` correlate with `i % k`; a size is at least 1."""
+    from zerograd.analysis.keys import unit_window
+
+    assert unit_window("inv:k==1", True) == ("inv:k==1", True)
+    assert unit_window("inv:self.accum>1", False) == ("inv:self.accum==1", True)
+    assert unit_window("inv:args.gas>=2", True) == ("inv:args.gas==1", False)
+    assert unit_window("inv:k!=1", True) == ("inv:k==1", False)
+    assert unit_window("inv:k<2", True) == ("inv:k==1", True)
+    assert unit_window("inv:k>2", False) is None  # 1 and 2 both pass: not a question of size 1
+    assert unit_window("k==1", True) is None  # not a knob: it may change between iterations
+
+
+def test_a_window_of_size_1_ends_in_every_iteration() -> None:
+    from zerograd.analysis.conditions import assume
+    from zerograd.analysis.model import Test
+
+    window = Test(True, "mod:i%k", -1)
+    size_one = frozenset({("inv:k==1", 0, True)})
+    assert assume(size_one, window, False) is None
+    assert assume(size_one, window, True) is not None
+    assert assume(frozenset({("inv:k==1", 0, False)}), window, False) is not None
+    # The size's knob, asked the other way round, contradicts what is known of it.
+    assert assume(frozenset({("inv:k==1", 0, True)}), Test(False, "inv:k>1"), True) is None

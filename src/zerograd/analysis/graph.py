@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from .keys import INVARIANT, within
+from .keys import INVARIANT, unit_key, unit_window, within
 from .model import Branch, Call, Event, Function, Jump, Kind, Loop, Node, Seq, Test, Try, children
 
 # A scope whose graph would pass this many nodes is not analysed; it gets a ZG901 that says so
@@ -446,6 +446,11 @@ def _tested_twice(body: Seq, cache: dict[int, Summary], of_call: CallSummary) ->
             if not summarize(node, cache, of_call).empty:
                 (twice if node.test.key in seen else seen).add(node.test.key)
         stack.extend(children(node))
+    # A knob on a window's size (`if k == 1:`) and a test of that window (`i % k == 0`) correlate.
+    sizes = {found[0] for key in seen if (found := unit_window(key, True)) is not None}
+    twice |= {key for key in seen if key.startswith("mod:") and unit_key(key.rpartition("%")[2]) in sizes}
+    twice |= {key for key in seen if (found := unit_window(key, True)) is not None and any(
+        k.startswith("mod:") and unit_key(k.rpartition("%")[2]) == found[0] for k in seen)}
     return frozenset(twice)
 
 

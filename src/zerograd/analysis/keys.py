@@ -65,3 +65,25 @@ def counter_of(key: Optional[str]) -> Optional[str]:
     if key is None or not key.startswith("mod:"):
         return None
     return key[4:].partition("%")[0]
+
+
+# A knob comparing a name with an int literal (`k==1`, `k>1`, `self.accum>=2`: keys hold no spaces).
+_COMPARED = re.compile(r"^inv:(?P<size>[A-Za-z_][\w.]*)\s*(?P<op>==|!=|>=|<=|>|<)\s*(?P<bound>\d+)$")
+_HOLDS = {"==": int.__eq__, "!=": int.__ne__, ">=": int.__ge__, "<=": int.__le__, ">": int.__gt__, "<": int.__lt__}
+
+
+def unit_key(size: str) -> str:
+    return f"{INVARIANT}{size}==1"
+
+
+def unit_window(key: str, value: bool) -> Optional[tuple[str, bool]]:
+    """A knob on a window size (`k` in `i % k`) read as whether the size is 1 (sizes start at 1): `k > 1` false
+    says it is, `k >= 2` true says it is not; None when the comparison does not tell."""
+    found = _COMPARED.match(key)
+    if found is None:
+        return None
+    holds, bound = _HOLDS[found["op"]], int(found["bound"])
+    at_one = holds(1, bound)
+    if any(holds(size, bound) == at_one for size in range(2, bound + 3)):
+        return None
+    return unit_key(found["size"]), value == at_one

@@ -12,6 +12,7 @@ No LibCST and no codes here.
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -194,7 +195,7 @@ class Analyzer:
         # A method of an object reads the object's configuration and counters: its knobs keep
         # their answers from call to call, its counters their phase.
         receiver = next((key for param, key in call.bindings if param == "self"), None)
-        carry = _Carry(receiver, self.static(fid, handed).moves)
+        carry = _Carry(receiver, self.static(fid, handed).moves, callee.local)
         entry = carry.enter(state)
         key = (fid, inner_target, entry, handed)
         if key in self.active:
@@ -298,12 +299,16 @@ Facts = frozenset[tuple[str, int, bool]]
 class _Carry:
     """The facts of a call's receiver that go into its method and come back: all the carried
     ones for `self.m()` (as they are), those about the receiver for `agent.m()` (renamed
-    `self.` inside); a counter the method moves or sets comes back as the method left it."""
+    `self.` inside); a counter the method moves or sets comes back as the method left it. A
+    counter the method assigns otherwise (`self.global_step += 1`, no event) is not known on
+    either side of the call: the method may test it before or after the assignment."""
 
-    def __init__(self, receiver: Optional[str], moves: set[str]) -> None:
+    def __init__(self, receiver: Optional[str], moves: set[str], assigned: AbstractSet[str] = frozenset()) -> None:
         self.receiver = receiver
+        # Inside the method: the counters of its object it assigns with no event to follow them.
+        self.blind = {name for name in assigned if name.startswith("self.")} - moves
         # The caller's names of the counters the method moves or sets: their facts come back.
-        self.gone = {rename(counter, "self", receiver) for counter in moves} - {None} if receiver else set()
+        self.gone = {rename(counter, "self", receiver) for counter in moves | self.blind} - {None} if receiver else set()
 
     def enter(self, s: State) -> State:
         """Into a callee: its conditions are its own (but for its object's knobs and counters),
@@ -315,13 +320,17 @@ class _Carry:
         """The caller's facts after the call: its own, and what the method answered or moved."""
         if self.receiver is None:
             return caller.facts
-        found = {f for f in (self._renamed(f, "self", self.receiver) for f in inner.facts) if f is not None}
+        out = (self._renamed(f, "self", self.receiver) for f in inner.facts if counter_of(f[0]) not in self.blind)
+        found = {f for f in out if f is not None}
         if self.gone:
             return frozenset(f for f in caller.facts if counter_of(f[0]) not in self.gone) | found
         return caller.facts | found
 
     def _into(self, fact: tuple[str, int, bool]) -> Optional[tuple[str, int, bool]]:
-        return None if self.receiver is None else self._renamed(fact, self.receiver, "self")
+        if self.receiver is None:
+            return None
+        inside = self._renamed(fact, self.receiver, "self")
+        return None if inside is None or counter_of(inside[0]) in self.blind else inside
 
     @staticmethod
     def _renamed(fact: tuple[str, int, bool], old: str, new: str) -> Optional[tuple[str, int, bool]]:

@@ -19,6 +19,7 @@ import libcst as cst
 from ..analysis.model import Call, Event, Kind, Node, Test
 from ..knowledge.frameworks import Framework
 from ..knowledge.optimizers import CLEARING_FUNCTIONS, is_optimizer_callee
+from .counters import Counts
 from .facts import ClassInfo, FunctionFacts, ModuleInfo
 from .naming import dotted
 from .sites import Sites
@@ -42,6 +43,7 @@ class Context:
     first: Optional[tuple[str, bool]] = None  # the loop counter peeled, and whether this is its first turn
     settings: tuple[tuple[str, cst.BaseExpression], ...] = ()  # locals that name the object's configuration
     flags: frozenset[str] = frozenset()  # names assigned only True and False: their value is a path fact
+    counts: Counts = ()  # stepped counters (counters.py): their assignments are events
 
 
 BUILTINS = frozenset(dir(builtins))
@@ -55,7 +57,7 @@ class Calls:
     link: Optional[Link]
     index: dict[int, int]  # id(FunctionDef) -> position in Program.functions
     unresolved: dict[str, bool]  # method names called on unknown receivers -> that scope clears
-    unknown_clears: bool  # a scope that clears calls a function value it cannot name
+    unknown_clears: set[int]  # the scopes (id(function), 0: module) that clear and call a function value they cannot name
     called: set[int]  # functions with a resolved caller
     optimizer_params: set[tuple[int, str]]  # parameters some caller passes an optimizer to
     doubted: set[tuple[int, str]]  # receivers judged no optimizer, per function
@@ -87,10 +89,13 @@ class Calls:
                 # Remembered for step functions: an unknown `x.update()` in a scope that clears
                 # may be the caller of a method named `update` (program.py).
                 self.unresolved[func.attr.value] = self.unresolved.get(func.attr.value, False) or clears
-            elif isinstance(func, cst.Name) and func.value not in self.info.aliases and func.value not in BUILTINS:
+            elif (isinstance(func, cst.Name) and func.value not in self.info.aliases and func.value not in BUILTINS
+                  and not self._enclosing_parameter(func.value, ctx)):
                 # A function value bound at run time (`step = make_step(...)`, then `step(batch)`):
-                # in a scope that clears, it may be a closure that a factory returned.
-                self.unknown_clears = self.unknown_clears or clears
+                # in a scope that clears, it may be a closure that a factory returned. Not a
+                # factory's parameter its closure calls (`model(batch)`).
+                if clears:
+                    self.unknown_clears.add(id(ctx.function) if ctx.function is not None else 0)
             return []
         function, receiver = resolved
         self.called.add(id(function))
@@ -100,6 +105,16 @@ class Calls:
         partial = self._partial(call.func, ctx)
         args = [*partial.args[1:], *call.args] if partial is not None else list(call.args)
         return [self._call_node(call, function, receiver, ctx, args)]
+
+    def _enclosing_parameter(self, name: str, ctx: Context) -> bool:
+        """`name` is a parameter of a function enclosing the scope's."""
+        parent = self._facts(ctx).parent if ctx.function is not None else None
+        while parent is not None:
+            facts = self.info.facts[id(parent)]
+            if name in facts.parameters:
+                return True
+            parent = facts.parent
+        return False
 
     def _external_call(self, call: cst.Call, ctx: Context) -> Optional[list[Node]]:
         """A function imported from another module of the project (`from .steps import update`,

@@ -1,12 +1,16 @@
-"""An object's wrapping counters (ParlAI's `self._number_grad_accum = (n + 1) % update_freq`):
-an attribute `self.n` that the module's methods assign `(self.n + c) % k`, with one modulus, and
-otherwise only int literals. Its phase is a fact the object's methods share: its assignments are
-events (MOVE by `c`, SET to a literal), and building an object sets its `__init__` phase
-(docs/analysis.md, "An object's wrapping counter")."""
+"""Counters whose assignments are events (MOVE by `c`, SET to a literal), so that a test of a
+counter reads the phase its last assignment left (docs/analysis.md):
+- an object's wrapping counters (ParlAI's `self._number_grad_accum = (n + 1) % update_freq`): an
+  attribute `self.n` that the module's methods assign `(self.n + c) % k`, with one modulus, and
+  otherwise only int literals. Its phase is a fact the object's methods share, and building an
+  object sets its `__init__` phase;
+- a scope's stepped counters (`micro += 1` ... `if micro % k == 0:`, `self.n += 1` in a method
+  that tests `self.n % self.k`): names a body tests modularly and assigns nothing but `+= c`,
+  `-= c`, `= n + c` and int literals."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -15,7 +19,8 @@ import libcst as cst
 from ..analysis.keys import counter_of, rename
 from ..analysis.model import Event, Kind
 from .conditions import modular_phase
-from .naming import dotted
+from .naming import dotted, flatten, statements_of, targets_of, walrus
+from .walk import nodes_in
 
 
 @dataclass
@@ -86,3 +91,69 @@ def int_literal(node: Optional[cst.BaseExpression]) -> Optional[int]:
         return int(node.value, 0) if isinstance(node, cst.Integer) else None
     except ValueError:
         return None
+
+
+Counts = tuple[tuple[str, tuple[str, ...]], ...]  # a scope's stepped counters -> their modular keys
+
+
+def stepped_counters(body: Sequence[cst.CSTNode], wrapping: Mapping[str, str]) -> Counts:
+    """The stepped counters of a body (its own statements, not those of the functions it
+    defines), but for the module's wrapping counters (`wrapping`, events already)."""
+    keys: dict[str, set[str]] = {}
+    plain: dict[str, bool] = {}  # name -> assigned nothing but steps and int literals
+    for statement in statements_of(body):
+        # A small statement whole (`should_step = (i + 1) % k == 0`), a compound one's test only:
+        # its body's statements come next.
+        if isinstance(statement, (cst.If, cst.While)):
+            root: Optional[cst.CSTNode] = statement.test
+        else:
+            root = statement if isinstance(statement, cst.BaseSmallStatement) else None
+        for node in nodes_in(root) if root is not None else ():
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+                found = modular_phase(node, 0)
+                if found is not None:
+                    keys.setdefault(counter_of(found[0]) or "", set()).add(found[0])
+        if counter_step(statement) is not None:
+            continue
+        literal = (isinstance(statement, cst.Assign) and len(statement.targets) == 1
+                   and int_literal(statement.value) is not None)
+        for target in targets_of(statement):
+            for element in flatten(target):
+                name = dotted(element) or ""
+                plain[name] = plain.get(name, True) and literal
+        for name in walrus(statement):
+            plain[name] = False
+    steps = {found[0] for found in map(counter_step, statements_of(body)) if found is not None}
+    return tuple(sorted((name, tuple(sorted(keys[name]))) for name in steps
+                        if name in keys and plain.get(name, True) and name not in wrapping))
+
+
+def counter_step(node: cst.CSTNode) -> Optional[tuple[str, int]]:
+    """`n += c`, `n -= c`, `n = n + c` (`n` a name or an attribute chain, `c` an int literal):
+    the counter and how far it moves."""
+    if isinstance(node, cst.AugAssign):
+        target, sign = node.target, {cst.AddAssign: 1, cst.SubtractAssign: -1}.get(type(node.operator))
+        value: Optional[cst.BaseExpression] = node.value
+    elif isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.BinaryOperation):
+        target, sign = node.targets[0].target, {cst.Add: 1, cst.Subtract: -1}.get(type(node.value.operator))
+        same = dotted(node.value.left) is not None and dotted(node.value.left) == dotted(target)
+        value = node.value.right if same else None
+    else:
+        return None
+    name, by = dotted(target), int_literal(value)
+    if name is None or sign is None or by is None:
+        return None
+    return name, sign * by
+
+
+def step_events(node: cst.CSTNode, counts: Counts, site: int) -> list[Event]:
+    """The MOVE or SET a statement of a scope with stepped counters `counts` is, if any."""
+    keys = dict(counts)
+    found = counter_step(node)
+    if found is not None and found[0] in keys:
+        return [Event(Kind.MOVE, site, found[0], keys[found[0]][0], phase=found[1])]
+    if isinstance(node, cst.Assign) and len(node.targets) == 1 and (value := int_literal(node.value)) is not None:
+        name = dotted(node.targets[0].target) or ""
+        if name in keys:
+            return [Event(Kind.SET, site, name, keys[name][0], phase=value)]
+    return []

@@ -155,9 +155,9 @@ def assigned_names(body: Sequence[cst.CSTNode]) -> frozenset[str]:
     for statement in statements_of(body):
         for target in targets_of(statement):
             # `self.step += 1` moves `self.step`, not every attribute of `self`.
-            for element in _flatten(target):
+            for element in flatten(target):
                 names.add(text_of(element) if isinstance(element, cst.Attribute) else root_of(text_of(element)))
-        for node in _walrus(statement):
+        for node in walrus(statement):
             names.add(node)
     return frozenset(names)
 
@@ -175,19 +175,19 @@ def targets_of(statement: cst.CSTNode) -> list[cst.BaseExpression]:
     return []
 
 
-def _flatten(target: cst.BaseExpression) -> Iterable[cst.BaseExpression]:
+def flatten(target: cst.BaseExpression) -> Iterable[cst.BaseExpression]:
     if type(target) is cst.Name or type(target) is cst.Attribute:
         yield target
     elif isinstance(target, (cst.Tuple, cst.List)):
         for element in target.elements:
-            yield from _flatten(element.value)
+            yield from flatten(element.value)
     elif isinstance(target, cst.StarredElement):
-        yield from _flatten(target.value)
+        yield from flatten(target.value)
     else:
         yield target
 
 
-def _walrus(statement: cst.CSTNode) -> Iterable[str]:
+def walrus(statement: cst.CSTNode) -> Iterable[str]:
     if type(statement) not in _COMPOUND:
         return
     if isinstance(statement, (cst.If, cst.While)):

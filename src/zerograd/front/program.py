@@ -18,6 +18,7 @@ from ..analysis.model import Function, Program, Seq, Settings
 from ..knowledge.frameworks import ALONE, Outside, Slot
 from ..knowledge.optimizers import NON_TORCH_NUMERIC, OTHER_AUTOGRAD_ROOTS, TORCH_FAMILY, OptimizerTable, is_optimizer_callee
 from .calls import Context, Link
+from .counters import stepped_counters
 from .drivers import add_driver, add_registered, hooked, hooks, parameter
 from .facts import ClassInfo, Collector, ModuleInfo, mark_relevant
 from .naming import assigned_names, block_of, statements_of, suites
@@ -152,7 +153,8 @@ def _positional(function: cst.FunctionDef) -> tuple[str, ...]:
 def _module_scope(builder: Builder, chunks: list[Chunk], info: ModuleInfo) -> Function:
     items = []
     body = [s for chunk in chunks for s in chunk.module.body]
-    ctx = builder.aliases(body, Context(evidence=frozenset(info.module.stepped & info.module.cleared)))
+    ctx = builder.aliases(body, Context(evidence=frozenset(info.module.stepped & info.module.cleared),
+                                        counts=stepped_counters(body, info.counters.key)))
     builder.reaches = builder.provenance(body, ctx)
     for number, chunk in enumerate(chunks):
         for top, statement in enumerate(chunk.module.body):
@@ -195,11 +197,12 @@ def _is_step_function(function: cst.FunctionDef, cls: Optional[ClassInfo], build
     if cls is not None and any(is_optimizer_callee(info.qualify_name(base)) for base in cls.bases):
         return False  # an optimizer's own step (KFAC's), which its caller's loop runs and clears around
     # An unresolved `x.update(...)` in a scope that clears could be this method's caller, and a
-    # call of a function value there the caller of a closure its factory returns.
+    # call of a function value in another scope that clears the caller of a closure its factory
+    # returns (the closure's own `model(batch)` is not).
     if cls is not None and builder.unresolved.get(name, False):
         return False
     parent = info.facts[id(function)].parent
-    if parent is not None and builder.unknown_clears and _returned(name, parent):
+    if parent is not None and builder.unknown_clears - {id(function)} and _returned(name, parent):
         return False
     return bool(STEP_NAMES.search(name)) or name in info.registered
 

@@ -29,6 +29,7 @@ from .conditions import (
     settings_of,
     substituted,
 )
+from .counters import step_events, stepped_counters
 from .facts import ModuleInfo
 from .naming import (
     assigned_names,
@@ -59,7 +60,9 @@ class Builder(Receivers):
         self.index = index  # id(FunctionDef) -> position in Program.functions
         self.link = link  # qualified name -> a function of another module of the project
         self.unresolved: dict[str, bool] = {}  # method names called on unknown receivers -> scope clears
-        self.unknown_clears = False  # a scope that clears calls a function value it cannot name
+        # The scopes (id of the function, 0: the module body) that clear and call a function value
+        # they cannot name.
+        self.unknown_clears: set[int] = set()
         self.called: set[int] = set()  # functions with a resolved caller
         # Parameters some caller passes an optimizer to: `def step(o): o.step()` steps it.
         self.optimizer_params: set[tuple[int, str]] = set()
@@ -85,7 +88,7 @@ class Builder(Receivers):
         ctx = self.aliases(body, ctx)
         if ctx.function is not None:
             ctx = replace(ctx, settings=tuple(settings_of(body, self._facts(ctx).parameters).items()))
-        ctx = replace(ctx, flags=literal_flags(body))
+        ctx = replace(ctx, flags=literal_flags(body), counts=stepped_counters(body, self.info.counters.key))
         self.reaches = self.provenance(body, ctx)
         return self.block(body, ctx)
 
@@ -174,6 +177,8 @@ class Builder(Receivers):
         """A flag or a wrapping counter set, a counter moved (counters.py); building an object of
         this module sets its counters to their phase after `__init__`."""
         counters = self.info.counters
+        if ctx.counts and (stepped := step_events(node, ctx.counts, self.sites.site(node))):
+            return list(stepped)
         if not isinstance(node, cst.Assign) or len(node.targets) != 1:
             return []
         target = node.targets[0].target
