@@ -95,7 +95,9 @@ def judge_contamination(chain: Chain, label: str, incoming: set[State], target: 
 
 def _contaminations(window: Window, target: str, mine: frozenset[str],
                     links: dict[str, frozenset[str]]) -> list[tuple[Event, str]]:
-    own = {event for event, first in window if first == SELF}
+    # `target`'s own losses: those it stepped first after, and those that reach only its sets,
+    # whoever stepped first (clear all, backpropagate all, step all: issue 47).
+    own = {event for event, first in window if first == SELF or _mine_only(event, mine, links.get(first))}
     found = []
     for event, first in window:
         reach = event.reach
@@ -114,6 +116,11 @@ def _contaminations(window: Window, target: str, mine: frozenset[str],
                 found.append((event, other))
                 break
     return found
+
+
+def _mine_only(event: Event, mine: frozenset[str], theirs: Optional[frozenset[str]]) -> bool:
+    """A loss that reaches only `mine`, none of what the optimizer that stepped first holds."""
+    return bool(theirs) and _own_loss(event, mine, theirs or frozenset())
 
 
 def _touches(modules: frozenset[str], held: frozenset[str]) -> bool:
