@@ -45,7 +45,7 @@ Functions (a backward, clear and step outside any loop of their own):
   a parameter, `micro == self.grad_accum`), the clear moves out of its window to just before the
   statement of the first backward, so it runs on every call while the step waits for the window
   (ZG003 at any size above 1, rules.md section 4). The finding may be at the function's lines or
-  at a line of this file that calls it (a caller's loop is where the calls repeat).
+  at a call of this file that leads to it (a caller's loop is where the calls repeat).
 Two loops in sequence (a function or module body):
 - two-phase-drop-clear: L1 clears before its backward and so ends with gradients in place; a
   clear between L1 and L2 is all that protects L2, which clears only after its step; the mutant
@@ -60,6 +60,7 @@ removes the finding (repaired). An exception raised by zerograd is counted as a 
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import sys
 import warnings
@@ -722,11 +723,25 @@ def measure(mutant: Mutant, where: str, tally: Tally) -> None:
 
 
 def _calling(mutant: Mutant) -> set[int]:
-    """The lines of the mutant that call the mutated function (`name(` or `.name(`, not its `def`)."""
+    """The lines of the mutant that call the mutated function, directly or through functions of
+    the file that call it (by name, `f(` or `.f(`): rules.md reports a verdict that needs the
+    caller's loop at the caller's call."""
     if not mutant.callers:
         return set()
-    call = re.compile(rf"(?<![\w])(?<!def ){re.escape(mutant.callers)}\s*\(")
-    return {number for number, text in enumerate(mutant.source.splitlines(), start=1) if call.search(text)}
+    calls: dict[str, list[tuple[str, int]]] = {}  # function -> (name called, line)
+    for node in ast.walk(ast.parse(mutant.source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            calls.setdefault(node.name, []).extend(
+                (c.func.id if isinstance(c.func, ast.Name) else c.func.attr, c.lineno) for c in ast.walk(node)
+                if isinstance(c, ast.Call) and isinstance(c.func, (ast.Name, ast.Attribute)))
+    reaching, lines = {mutant.callers}, set()
+    while True:
+        found = {(caller, line) for caller, made in calls.items() for name, line in made if name in reaching}
+        lines |= {line for _, line in found}
+        grown = reaching | {caller for caller, _ in found}
+        if grown == reaching:
+            return lines
+        reaching = grown
 
 
 def _claims_fix(mutant: Mutant, every: list[Finding]) -> bool:

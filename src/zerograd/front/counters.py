@@ -25,7 +25,8 @@ from .walk import nodes_in
 
 @dataclass
 class Counters:
-    """What the module's assignments of `self.x` say, then (settle) which are wrapping counters."""
+    """What the module's assignments of `self.x` say, then (settle) which are wrapping counters
+    and which stepped ones (`self.n += c` beside tests of `self.n % k`)."""
 
     moved: dict[int, int] = field(default_factory=dict)  # id(Assign) -> c
     literal: dict[int, int] = field(default_factory=dict)  # id(Assign) -> the literal
@@ -35,6 +36,10 @@ class Counters:
     where: dict[str, set[int]] = field(default_factory=dict)  # counter -> id(function) assigning it
     key: dict[str, str] = field(default_factory=dict)  # the result: counter -> "mod:self.n%k"
     start: dict[str, int] = field(default_factory=dict)  # its phase after __init__
+    steps: dict[int, int] = field(default_factory=dict)  # id(statement) -> c, of `self.n += c`
+    stepping: set[str] = field(default_factory=set)  # counters assigned so
+    tested: dict[str, set[str]] = field(default_factory=dict)  # `self.n` -> keys of tests `self.n % k`
+    stepped: dict[str, str] = field(default_factory=dict)  # the result: stepped attribute counters
 
     def record(self, node: cst.CSTNode, targets: Sequence[cst.BaseExpression], value: Optional[cst.BaseExpression],
                function: Optional[cst.FunctionDef]) -> None:
@@ -46,6 +51,11 @@ class Counters:
             if not name.startswith("self.") or function is None:
                 continue
             self.where.setdefault(name, set()).add(id(function))
+            step = counter_step(node)
+            if step is not None and step[0] == name:
+                self.steps[id(node)] = step[1]
+                self.stepping.add(name)
+                continue
             modulo = isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo)
             phase = modular_phase(value, 0) if modulo and len(targets) == 1 else None  # type: ignore[arg-type]
             literal = int_literal(value)
@@ -59,21 +69,41 @@ class Counters:
             else:
                 self.spoilt.add(name)
 
+    def test(self, expression: cst.BaseExpression) -> None:
+        """A test (or a flag's value) of the module: the `self.n % k` in it."""
+        for node in nodes_in(expression):
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
+                found = modular_phase(node, 0)
+                counter = counter_of(found[0]) if found is not None else None
+                if found is not None and counter is not None and counter.startswith("self."):
+                    self.tested.setdefault(counter, set()).add(found[0])
+
     def settle(self) -> set[int]:
-        """Decide the wrapping counters; the functions that assign one perform an event."""
+        """Decide the wrapping and the stepped counters; the functions that assign one perform an
+        event."""
         for name, keys in self.keys.items():
-            if len(keys) == 1 and name not in self.spoilt:
+            if len(keys) == 1 and name not in self.spoilt and name not in self.stepping:
                 self.key[name] = next(iter(keys))
-                starts = self.starts.get(name, set())
-                if len(starts) == 1:
-                    self.start[name] = next(iter(starts))
-        return {function for name in self.key for function in self.where[name]}
+        for name in self.stepping - self.spoilt - set(self.keys):
+            if name in self.tested:
+                self.stepped[name] = min(self.tested[name])
+        for name in (*self.key, *self.stepped):
+            starts = self.starts.get(name, set())
+            if len(starts) == 1:
+                self.start[name] = next(iter(starts))
+        return {function for name in (*self.key, *self.stepped) for function in self.where[name]}
+
+    def key_of(self, counter: str) -> str:
+        """The key of a wrapping or stepped counter."""
+        return self.key.get(counter) or self.stepped[counter]
 
     def event(self, node: cst.CSTNode, name: str, site: int) -> Optional[Event]:
         """The MOVE or SET that an assignment of counter `name` is, if it is one."""
-        key = self.key.get(name)
+        key = self.key.get(name) or self.stepped.get(name)
         if key is not None and id(node) in self.moved:
             return Event(Kind.MOVE, site, name, key, phase=self.moved[id(node)])
+        if key is not None and id(node) in self.steps:
+            return Event(Kind.MOVE, site, name, key, phase=self.steps[id(node)])
         if key is not None and id(node) in self.literal:
             return Event(Kind.SET, site, name, key, phase=self.literal[id(node)])
         return None
@@ -82,7 +112,7 @@ class Counters:
         """Building an object (`agent = Agent()`) whose class's `methods` assign counters: each
         is set to its `__init__` phase, under the receiver's name (`agent.n`)."""
         return [Event(Kind.SET, site, rename(counter, "self", receiver) or "",
-                      rename(self.key[counter], "self", receiver) or "", phase=start)
+                      rename(self.key_of(counter), "self", receiver) or "", phase=start)
                 for counter, start in self.start.items() if self.where[counter] & methods]
 
 

@@ -194,6 +194,7 @@ class Collector:
         else:
             test = getattr(node, "test", None)
             if isinstance(test, cst.BaseExpression):
+                self.info.counters.test(test)
                 self.facts.compared |= {name.value for comparison in nodes_in(test) if isinstance(comparison, cst.Comparison)
                                         for name in nodes_in(comparison) if isinstance(name, cst.Name)}
             for suite in suites(node):
@@ -204,6 +205,11 @@ class Collector:
             found = _registration(decorator.decorator, "on")
             if found is not None:
                 self.info.handlers.append(((self._scope(), found[0]), found[1], node))
+            # `@register_step_func` hands the function to a registry, as `register(f)` does.
+            expression = decorator.decorator
+            registry = dotted(expression.func if isinstance(expression, cst.Call) else expression) or ""
+            if registry.rsplit(".", 1)[-1].startswith("register"):
+                self.info.registered.add(node.name.value)
         if cls is not None:
             cls.methods[node.name.value] = node
         elif self.function is None:
@@ -242,6 +248,7 @@ class Collector:
             self.assignment(targets, node.value)
             self._field(targets, node.value)
             self.info.counters.record(node, targets, node.value, self.function)
+            self.info.counters.test(node.value)  # `should_step = self.n % k == 0`
             if any(isinstance(t, cst.Attribute) and t.attr.value == "grad" for t in targets):
                 self.facts.events = True  # `p.grad = None`
         elif type(node) is cst.AugAssign:

@@ -92,7 +92,7 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
     for engine in info.engines.values():
         add_registered(engine, sites, index, scopes, chunks)
     counters = info.counters
-    phases = {counters.key[name]: start for name, start in counters.start.items()}
+    phases = {counters.key_of(name): start for name, start in counters.start.items()}
     program = Program(scopes, {k: frozenset(v) for k, v in info.table.links.items()}, phases=phases)
     for position, (function, cls) in enumerate(functions, start=1):
         if _is_step_function(function, cls, builder, info):

@@ -45,7 +45,7 @@ _LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, as
 # By exact type, as the walk tests them (an isinstance() per node and base costs more).
 _LEAF_TYPES = frozenset(t for base in _LEAVES for t in (base, *base.__subclasses__()))
 _VISITED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Import, ast.ImportFrom,
-                      ast.Assign, ast.AnnAssign, ast.AugAssign})
+                      ast.Assign, ast.AnnAssign, ast.AugAssign, ast.BinOp})
 # Characters str.splitlines() takes for line ends and CPython does not: with one of them in the
 # text, the engine's chunks count lines differently, so the text is left whole.
 ODD_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -131,6 +131,10 @@ class Scan:
         self.held: dict[int, list[Lines]] = {}
         self.loose: set[int] = set()
         self.wraps: set[str] = set()  # `self.n = (self.n + 1) % k`: a wrapping counter (counters.py)
+        # `self.n += c` with `self.n % k` somewhere: a stepped counter (counters.py), unless `spoilt`.
+        self.steps: set[str] = set()
+        self.spoilt: set[str] = set()  # `self.x` assigned otherwise than a step or an int literal
+        self.moduli: set[str] = set()  # `self.x` in `self.x % k` or `(self.x + c) % k`
         # A call that may be a BACKWARD (`x.backward(`, `backward(` imported), anywhere.
         self.backward = False
         self.counts: list[tuple[int, str]] = []  # (function, `self.x` it assigns)
@@ -156,6 +160,7 @@ class Scan:
         named: list[Any] = [None, *self.functions]  # key -> the function (0: none)
         by_function = [{named[k]: v for k, v in d.items()} for d in (self.callees, self.parameters)]
         return (Counter(self.functions), self.starts, self.backward, self.aliases, self.classes, self.wraps, self.bases,
+                self.steps, self.spoilt, self.moduli,
                 {named[k] for k in self.events}, {named[k] for k in self.facts}, *by_function,
                 {c: (Counter(named[k] for k in m), b) for c, (m, b) in self.members.items()},
                 Counter((named[k], d) for k, d in self.assigned), Counter((named[k], n) for k, n in self.counts))
@@ -212,7 +217,13 @@ class Scan:
             # order the walk meets them in.
             self.members.setdefault(node.name, ([], []))[1].extend(b.id for b in node.bases if isinstance(b, ast.Name))
             return 0
-        if isinstance(node, ast.Call):
+        if isinstance(node, ast.BinOp):
+            if isinstance(node.op, ast.Mod):
+                left = node.left.left if isinstance(node.left, ast.BinOp) else node.left
+                name = _qualify(_dotted(left), {})
+                if name is not None and name.startswith("self."):
+                    self.moduli.add(name)
+        elif isinstance(node, ast.Call):
             self._call(node, owner, top)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             self._fact(owner, top)
@@ -224,7 +235,7 @@ class Scan:
             if not isinstance(node, ast.AugAssign) and isinstance(node.value, ast.Call):
                 self.assigned.append((owner, _dotted(node.value.func)))
                 self.assigned_in.append(top)
-            self._count(targets, node.value, owner)
+            self._count(targets, node.value, owner, node)
         return owner
 
     def _fact(self, owner: int, top: Optional[Lines]) -> None:
@@ -263,8 +274,9 @@ class Scan:
             elif isinstance(value, ast.Attribute):
                 callees.add(value.attr)
 
-    def _count(self, targets: Sequence[ast.expr], value: Optional[ast.expr], owner: int) -> None:
-        """Assignments of `self.x` (counters.Counters.record): those of a wrapping counter are events."""
+    def _count(self, targets: Sequence[ast.expr], value: Optional[ast.expr], owner: int, node: ast.AST) -> None:
+        """Assignments of `self.x` (counters.Counters.record): those of a wrapping or a stepped
+        counter are events."""
         for target in targets:
             name = _qualify(_dotted(target), {})
             if name is None or not name.startswith("self."):
@@ -273,6 +285,10 @@ class Scan:
             left = value.left if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mod) else None
             if isinstance(left, ast.BinOp) and _qualify(_dotted(left.left), {}) == name:
                 self.wraps.add(name)
+            elif _steps(node, name):
+                self.steps.add(name)
+            elif not (isinstance(value, ast.Constant) and type(value.value) is int):
+                self.spoilt.add(name)
 
     def _import(self, node: Union[ast.Import, ast.ImportFrom]) -> None:
         """Local name -> what it was imported as (as facts.py records it)."""
@@ -300,7 +316,8 @@ class Scan:
 
     def _performing(self) -> set[int]:
         """The functions that perform an event themselves (a wrapping counter's assignment is one)."""
-        return self.events | {owner for owner, name in self.counts if name in self.wraps}
+        stepped = (self.steps - self.spoilt) & self.moduli
+        return self.events | {owner for owner, name in self.counts if name in self.wraps or name in stepped}
 
     def outline(self) -> Outline:
         """What the project's plan reads of this module (plan.py), as plain data."""
@@ -406,6 +423,19 @@ def _qualify(dotted: Optional[tuple[str, ...]], aliases: dict[str, str]) -> Opti
     if dotted is None:
         return None
     return ".".join([aliases.get(dotted[0], dotted[0]), *dotted[1:]])
+
+
+def _steps(node: ast.AST, name: str) -> bool:
+    """`name += c`, `name -= c` or `name = name + c`, `c` an int literal (counters.counter_step)."""
+    if isinstance(node, ast.AugAssign):
+        op, value = node.op, node.value
+    elif isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp):
+        op, value = node.value.op, node.value.right
+        if _qualify(_dotted(node.value.left), {}) != name:
+            return False
+    else:
+        return False
+    return isinstance(op, (ast.Add, ast.Sub)) and isinstance(value, ast.Constant) and type(value.value) is int
 
 
 def first_line(statement: ast.stmt) -> int:

@@ -177,6 +177,9 @@ class Builder(Receivers):
         """A flag or a wrapping counter set, a counter moved (counters.py); building an object of
         this module sets its counters to their phase after `__init__`."""
         counters = self.info.counters
+        if isinstance(node, cst.AugAssign) and (dotted(node.target) or "") in counters.stepped:
+            found = counters.event(node, dotted(node.target) or "", self.sites.site(node))
+            return [found] if found is not None else []
         if ctx.counts and (stepped := step_events(node, ctx.counts, self.sites.site(node))):
             return list(stepped)
         if not isinstance(node, cst.Assign) or len(node.targets) != 1:
@@ -185,7 +188,7 @@ class Builder(Receivers):
         name = dotted(target) or ""
         if isinstance(target, cst.Name) and name in ctx.flags:
             return [Event(Kind.SET, self.sites.site(node), name, FLAG + name, phase=int(text_of(node.value) == "True"))]
-        if name in counters.key:
+        if name in counters.key or name in counters.stepped:
             found = counters.event(node, name, self.sites.site(node))
             return [found] if found is not None else []
         if not counters.start or not isinstance(node.value, cst.Call) or not isinstance(target, (cst.Name, cst.Attribute)):
