@@ -47,6 +47,7 @@ class Grad(NamedTuple):
     counter: Optional[str] = None  # ... the counter of that accumulation condition, when known
     # Applied: the clear it was kept from, skipped by an accumulation condition (() : another guard).
     kept: Optional[Chain] = None
+    carried: bool = False  # applied, and carried round a loop's back edge since
 
 
 class Removal(NamedTuple):
@@ -90,6 +91,7 @@ class Reading(NamedTuple):
     skip: Optional[Chain]  # the clear the applied gradients were kept from
     window: Window  # the backwards (with reach) in .grad, each with who stepped first after it
     twice: Optional[str]  # all that is stale was applied by this other optimizer over the same parameters
+    recent: bool  # all that is stale was applied in this pass (no back edge since its step)
 
 
 class State(NamedTuple):
@@ -131,7 +133,8 @@ def _read(held: Held) -> Reading:
     applied = [c for c in held if c.applied]
     twice = min(c.first for c in applied) if applied and all(c.origin == TWICE for c in applied) else None
     return Reading(bool(applied), bool(unapplied), {BEFORE, HERE} <= origins, guard, counter,
-                   bool(unapplied) and all(c.first for c in unapplied), skip, window, twice)
+                   bool(unapplied) and all(c.first for c in unapplied), skip, window, twice,
+                   bool(applied) and not any(c.carried for c in applied))
 
 
 START = State(frozenset(), None, frozenset())
@@ -250,6 +253,14 @@ def _entered(held: Held) -> Held:
 
 
 @lru_cache(maxsize=CACHED)
+def _carried(held: Held) -> Held:
+    """Round a back edge: what a step applied was applied in an earlier pass."""
+    if all(c.carried or not c.applied for c in held):
+        return held
+    return frozenset(c._replace(carried=True) if c.applied else c for c in held)
+
+
+@lru_cache(maxsize=CACHED)
 def _doubted(held: Held) -> Held:
     return frozenset(c if c.applied else c._replace(origin=DOUBTFUL) for c in held)
 
@@ -350,7 +361,7 @@ def _micro_for(steps: frozenset[str], target: str) -> bool:
 
 
 def _around(effect: BackEffect, s: State, micro: bool) -> State:
-    s = s._replace(facts=shift(s.facts, effect))
+    s = s._replace(facts=shift(s.facts, effect), held=_carried(s.held))
     read = s.read
     if effect.closure and read.pending:
         # The step already used this evaluation's gradients; the next evaluation adds to them.

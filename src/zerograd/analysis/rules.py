@@ -81,6 +81,7 @@ _CODE_OF_VERDICT = {
     "part_cleared": "ZG001",
     "leaked_in": "ZG001",
     "applied_twice": "ZG001",
+    "stepped_twice": "ZG001",
     "contaminated": "ZG006",
 }
 
@@ -104,6 +105,8 @@ _VARIANTS = {
     "{line}, before the loop, left in .grad; clear '{o}' before the loop or at the top of the loop",
     "applied_twice": "{o}.step() applies again the gradients that {other}.step() already applied: both are "
     "built over the same parameters; clear '{o}' before its own backward() or step only one of them",
+    "stepped_twice": "{o}.step() applies again the gradients that an earlier {o}.step() already applied: "
+    "no clear comes between the two steps; clear '{o}' after the first step or before the next backward()",
     "leaked_in_unplaced": "the first {o}.step() of this loop also applies the gradients that a backward() "
     "before the loop left in .grad; clear '{o}' before the loop or at the top of the loop",
     "hook_never_cleared": "gradients of '{o}' are never cleared: the framework steps it every batch but this "

@@ -47,6 +47,10 @@ def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_
         found.append(Verdict("leaked_in", chain, target, label))
     if unskipped:
         kind = "skipped_clear" if has_clear or any(read.skip == () for read in unskipped) else "never_cleared"
+        if kind == "skipped_clear" and all(read.skip is None and read.recent for read in unskipped):
+            # The loop clears, and no path skipped it: a step of this same pass applied these
+            # gradients already (two steps, no clear between them).
+            kind = "stepped_twice"
         if kind == "never_cleared" and part is not None:
             found.append(Verdict("part_cleared", chain, target, label, part[-1], other=modules))
         elif kind == "never_cleared" and partial is not None:
