@@ -32,7 +32,9 @@ def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_
     # LOST: a clear removed what an accumulation window held for this step (ZG003).
     wiped = sorted({r.chain for r in removals if r.lost})
     found += [Verdict("frequency_mismatch", c, target, label) for c in wiped]
-    leaking = [(s, s.read) for s in incoming if s.stale and s.pending]
+    # Stale gradients reach the step with new ones, or another optimizer over the same
+    # parameters applied them all already (TWICE: this step updates the same weights again).
+    leaking = [(s, s.read) for s in incoming if s.stale and (s.pending or s.read.twice)]
     twice = sorted({read.twice for _, read in leaking if read.twice})
     if twice:
         found.append(Verdict("applied_twice", chain, target, label, other=twice[0]))
