@@ -113,13 +113,15 @@ class Builder(Receivers):
         return Seq(tuple(items))
 
     def _resets(self, body: Sequence[cst.CSTNode], ctx: Context) -> bool:
-        """Some statement of `body` sets to an int literal a counter of the function: a name it
-        increments and compares in a test (`micro += 1`, `if micro == accum:`), not a running sum."""
+        """Some statement of `body` sets to an int literal a counter: a name the function
+        increments and compares in a test (`micro += 1`, `if micro == accum:`), not a running sum,
+        or a stepped or wrapping counter (`self.step = 0` beside the end of an epoch's flush)."""
         facts = self._facts(ctx)
-        counters = facts.increments & facts.compared
+        known = self.info.counters
+        counters = facts.increments & facts.compared | {name for name, _ in ctx.counts} | set(known.key) | set(known.stepped)
         return bool(counters) and any(
             isinstance(small, cst.Assign) and isinstance(small.value, cst.Integer)
-            and any(isinstance(t.target, cst.Name) and t.target.value in counters for t in small.targets)
+            and any(dotted(t.target) in counters for t in small.targets)
             for statement in body if isinstance(statement, cst.SimpleStatementLine) for small in statement.body)
 
     def statement(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
