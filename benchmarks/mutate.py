@@ -163,6 +163,7 @@ class File:
     # Optimizers built over a module another optimizer of the file is built over too: the other's
     # clears clear theirs, so deleting their own clears leaves no "never cleared" to find.
     shared: set[str] = field(default_factory=set)
+    kinds: frozenset[str] = frozenset()  # make only these (all when empty)
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         where = self.positions[node]
@@ -176,6 +177,8 @@ class File:
     def mutant(self, kind: str, scope: str, site: cst.CSTNode, edit: Edit, what: str,
                inserted: Sequence[cst.CSTNode] = ()) -> Optional[Mutant]:
         """Apply the edit; the site's span is that of the edited site and what was inserted."""
+        if self.kinds and kind not in self.kinds:
+            return None  # not asked for: no edit, parse or positions
         edited, tracked = apply(self.module, edit, [site, *inserted])
         source = edited.code
         try:
@@ -190,7 +193,7 @@ class File:
         return Mutant(kind, scope, source, first, last, what)
 
 
-def mutants(path: Path, source: str, flagged: set[int]) -> Iterator[Mutant]:
+def mutants(path: Path, source: str, flagged: set[int], kinds: frozenset[str] = frozenset()) -> Iterator[Mutant]:
     """Every mutant of one file's correct sites."""
     try:
         module = cst.parse_module(source)
@@ -200,7 +203,8 @@ def mutants(path: Path, source: str, flagged: set[int]) -> Iterator[Mutant]:
     owners = {code(c.func.value) for c in _nodes_of(module) if isinstance(c, cst.Call)
               and isinstance(c.func, cst.Attribute) and c.func.attr.value == "parameters"}
     file = File(path, module, positions, scan(module), flagged, _built_over_several(module),
-                _built_over_one(module), owners, _held_by_optimizers(module) | _frozen(module), _shared(module))
+                _built_over_one(module), owners, _held_by_optimizers(module) | _frozen(module), _shared(module),
+                frozenset(kinds))
     for site in file.sites.loops:
         if file.clean(site.node):
             yield from _drop_none(loop_mutants(file, site))
@@ -780,9 +784,8 @@ def run(packages: Sequence[str], kinds: Sequence[str] = ()) -> Tally:
             except Crash as error:
                 tally.files_crashed.append(f"{where}: {error}")
                 continue
-            for mutant in mutants(path, source, flagged):
-                if not kinds or mutant.kind in kinds:
-                    measure(mutant, where, tally)
+            for mutant in mutants(path, source, flagged, frozenset(kinds)):
+                measure(mutant, where, tally)
     return tally
 
 
