@@ -388,9 +388,12 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
     accumulation = test is not None and test.accumulation
     here = effect.summaries[arm]
     elsewhere = [c for c in (sm.clear_of(target) for sm in effect.summaries) if c is not None]
-    if test is not None and (test.invariant or test.dispatch) and here.clear_of(target) is None and elsewhere:
+    if (test is not None and (test.invariant or test.dispatch) and here.clear_of(target) is None and elsewhere
+            and target not in here.steps):
         # A knob that turns the clear off does so in every iteration: the user's configuration,
         # not a path that skips it; nor is the fall-through of a dispatch on a parameter's values.
+        # An arm that steps the optimizer itself is a whole training mode of its own (DANN's
+        # `elif training_mode == "source":`): what it never clears stays.
         return s._replace(held=_unapplied(s.held))
     # This choice can skip the step when another arm steps and this one does not, or when this
     # arm jumps away; the latest such guard says why a step was skipped.
