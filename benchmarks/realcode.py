@@ -5,6 +5,7 @@ it finds, per package and per half of the corpus.
     python benchmarks/realcode.py --split check    # only the held-apart half
     python benchmarks/realcode.py --findings       # and every finding, path:line:col: CODE message
     python benchmarks/realcode.py --update-lock    # pin new packages / repositories (then review)
+    python benchmarks/realcode.py --unknowns       # and what stays unknown (benchmarks/unknowns.py)
 
 Packages come from PyPI (realcode.lock.json: version, file, sha256); repositories from a local
 mirror (ZEROGRAD_MIRROR, one git directory per repository named owner+name) or a clone at the
@@ -21,9 +22,11 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+import unknowns
 from corpus import CACHE, extract, extract_repo, fetch, load_lock, pin_repos, update_lock
 
 from zerograd.analysis.model import Settings
@@ -130,9 +133,12 @@ def main() -> int:
     parser.add_argument("--split", choices=("tune", "check", "all"), default="all")
     parser.add_argument("--compare-elision", action="store_true",
                         help="also analyse every file with every function body parsed; list any difference")
+    parser.add_argument("--unknowns", action="store_true",
+                        help="also count, per half, the loss reaches and optimizer sets left unknown")
     parser.add_argument("names", nargs="*", help="only these packages or repositories")
     args = parser.parse_args()
     COMPARED["on"] = int(args.compare_elision)
+    UNKNOWNS["on"] = unknowns.Tally() if args.unknowns else None
     if args.update_lock:
         update_lock(LOCK, PACKAGES)
         pin_repos(REPOS_LOCK, REPOS)
@@ -143,6 +149,10 @@ def main() -> int:
     for split in ("tune", "check"):
         if args.split in (split, "all"):
             _table(split, [e for e in entries if e[2]["split"] == split], details)
+            tally = UNKNOWNS["on"]
+            if tally is not None:
+                print(f"\nunknowns, {split} half (each module alone):\n{tally.report()}")
+                UNKNOWNS["on"] = unknowns.Tally()
     print(f"({time.perf_counter() - started:.1f} s)")
     if args.compare_elision:
         print(f"elision compared on {COMPARED['files']} files: {len(DIFFERENCES)} differ")
@@ -229,6 +239,8 @@ def _linked(paths: list[Path], row: Counter[str], details: list[str]) -> set[Pat
         row.update(HOOKED + framework for framework in report.hooked)
         for name in group:
             grouped.add(Path(name))
+            if UNKNOWNS["on"] is not None:
+                unknowns.count(texts[name], UNKNOWNS["on"])
             for finding in unsuppressed(found[name], texts[name]):
                 row[finding.code] += 1
                 details.append(f"{Path(name).relative_to(CACHE / 'src')}:{finding.line}:{finding.col + 1}: "
@@ -238,9 +250,13 @@ def _linked(paths: list[Path], row: Counter[str], details: list[str]) -> set[Pat
 
 COMPARED: Counter[str] = Counter()
 DIFFERENCES: list[str] = []
+UNKNOWNS: dict[str, Optional[unknowns.Tally]] = {"on": None}
 
 
 def _inspect(path: Path, source: str) -> Report:
+    tally = UNKNOWNS["on"]
+    if tally is not None:
+        unknowns.count(source, tally)
     report = inspect_source(source)
     if COMPARED["on"]:
         whole = inspect_source(source, elide=False)
