@@ -329,6 +329,13 @@ class Collector:
                 cls.fields.setdefault(target.attr.value, value.value)
 
     def assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        if isinstance(value, (cst.Tuple, cst.List)):  # `opt_g, opt_d = Adam(...), Adam(...)`: pairwise
+            for target in targets:
+                if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(value.elements) and not any(
+                        isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
+                    for name, part in zip(target.elements, value.elements):
+                        self.assignment([name.value], part.value)
+            return
         # `SSLMetaArch(cfg).to(device)` is the instance built (dinov2): moving returns the module.
         while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
                and value.func.attr.value in _RETURNS_SELF and isinstance(value.func.value, cst.Call)):
