@@ -193,10 +193,15 @@ class Tracer:
         args = [self.value(a.value) for a in node.args]
         if isinstance(func, cst.Attribute) and func.attr.value in _DETACHING:
             return cut(self.value(func.value))
-        if isinstance(func, (cst.Name, cst.Attribute)):
+        if isinstance(func, (cst.Name, cst.Attribute, cst.Subscript)):
             called = frozenset(c for c in self._forms(func) if related(c, self.modules))
+            if isinstance(func, cst.Subscript):
+                # An entry of a list of modules (`nets[0](x)`, `self.q_nets[i](x)`): a computed
+                # index may pick any entry an optimizer holds.
+                called |= {m for c in self._forms(func) if c.endswith("[*]") for m in self.modules
+                           if m.startswith(c[:-2] + "[")}
             if called:
-                return union(Reach(called, frozenset(), False), *args)
+                return union(Reach(frozenset(called), frozenset(), False), *args)
         if isinstance(func, cst.Name):
             # A function of ours may run any module; a library's (a loss, torch.cat) mixes its arguments.
             return union(OPAQUE if func.value in self.ours else CLEAN, *args)
