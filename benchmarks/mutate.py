@@ -36,6 +36,9 @@ Loops:
 - backward-before-loop: in a loop that clears only after its step, a copy of the first backward
   (a statement of the loop body) goes right before the loop: its gradients reach the loop's
   first step with the loop's own (rules.md v3 LEAK: ZG001)
+- second-optimizer-same-parameters: an optimizer built once over one module's parameters gets a
+  twin of the same class over the same parameters, built right after it, which steps right
+  after the loop's step: one backward applied twice to the same weights (issue 47: ZG001)
 Functions (a backward, clear and step outside any loop of their own):
 - function-clear-before-step: the clear moves to just before the step (ZG002)
 - function-delete-clear: a step function (`train_step`, `update`, ... nobody here calls) loses
@@ -102,6 +105,7 @@ Finding = Any  # zerograd's Finding (code, line, fix): its module is not part of
 
 Row = tuple[str, str]  # (kind, scope)
 WINDOW_SETTING = "window-setting-every-call"
+SECOND_OPTIMIZER = "second-optimizer-same-parameters"
 HOOKED = re.compile(r"(?:LightningModule|Callback|Trainer)\b")  # a class a framework may call (hook_mutants.py)
 # rules.md v3: ZG001 and ZG004 name one bug (old gradients reach a step, STALE or LEAK); ZG004 is
 # for a loop where some path clears (a possible clear the mutant left, a `continue`), so either
@@ -119,6 +123,7 @@ ROWS: dict[Row, tuple[str, ...]] = {
     ("backward-before-loop", "loop"): LEAK,
     ("clear-one-module", "loop"): LEAK,
     ("build-over-one-more-module", "loop"): LEAK,
+    (SECOND_OPTIMIZER, "loop"): ("ZG001",),
     ("function-clear-before-step", "function"): ("ZG002",),
     ("function-delete-clear", "function"): ("ZG005",),
     (WINDOW_SETTING, "function"): ("ZG003",),
@@ -253,6 +258,7 @@ def loop_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
     yield _backward_before_loop(file, site)
     yield _clear_one_module(file, site)
     yield _build_over_one_more(file, site)
+    yield _second_optimizer(file, site)
 
 
 def _built_over_several(module: cst.Module) -> dict[str, tuple[list[str], Optional[cst.FunctionDef]]]:
@@ -395,6 +401,21 @@ def _build_over_one_more(file: File, site: Site) -> Optional[Mutant]:
     new = edit.insert(clears[0].node, cst.parse_statement(f"{module}.zero_grad()"))
     return file.mutant("build-over-one-more-module", "loop", site.node, edit,
                        f"build {site.target} over {others[0]} too, clear {module}", [new])
+
+
+def _second_optimizer(file: File, site: Site) -> Optional[Mutant]:
+    """A twin of the optimizer over the same parameters steps right after it (SECOND_OPTIMIZER)."""
+    built, step = file.built_over_one.get(site.target), _step_after_backward(site)
+    if built is None or step is None or not re.fullmatch(r"[\w.]+", site.target) or site.target in file.shared:
+        return None
+    statement, argument, module = built
+    assign = statement.body[0]
+    assert isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call)
+    twin = f"{site.target}_twin"
+    edit = Edit()
+    edit.insert(statement, cst.parse_statement(f"{twin} = {code(assign.value.func)}({code(argument)})"), after=True)
+    new = edit.insert(step.node, cst.parse_statement(f"{twin}.step()"), after=True)
+    return file.mutant(SECOND_OPTIMIZER, "loop", site.node, edit, f"a twin of {site.target} steps after it", [new])
 
 
 def _backward_before_loop(file: File, site: Site) -> Optional[Mutant]:
