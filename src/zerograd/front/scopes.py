@@ -39,6 +39,7 @@ from .naming import (
     dotted,
     element_name,
     loss_of,
+    statements_of,
     text_of,
 )
 from .provenance import NO_GRAD, trace
@@ -51,6 +52,7 @@ from .walk import nodes_in
 ALWAYS_TRUE = frozenset({"torch.is_grad_enabled"})
 DIST_AUTOGRAD = "torch.distributed.autograd"
 EVENT_NAMES = frozenset({"backward", "zero_grad", "clear_grad", "clear_gradients", "step"})
+MAX_UNROLLED = 8  # entries of a literal list a loop over it is unrolled for
 
 
 class Builder(Receivers):
@@ -201,6 +203,26 @@ class Builder(Receivers):
         methods = {id(method) for c in self.info.lineage(cls) for method in c.methods.values()}
         return [*counters.built(self.sites.site(node), self.key(target, ctx), methods)]
 
+    def _unrolled(self, node: Union[cst.For, cst.While], ctx: Context) -> Optional[list[Node]]:
+        """`for opt in [opt_g, opt_d]: opt.zero_grad()`: a loop over a literal list of names runs
+        its body once for each, in order, with the loop variable standing for that name (issue 47:
+        one name bound in turn to several optimizers is each of them). Not with a jump in the
+        body, which would leave the loop, nor an `else`."""
+        if not isinstance(node, cst.For) or not isinstance(node.target, cst.Name) or node.orelse is not None:
+            return None
+        elements = node.iter.elements if isinstance(node.iter, (cst.List, cst.Tuple)) else ()
+        if not 0 < len(elements) <= MAX_UNROLLED or not all(
+                isinstance(e, cst.Element) and isinstance(e.value, (cst.Name, cst.Attribute)) for e in elements):
+            return None
+        body = block_of(node.body)
+        if any(isinstance(s, (cst.Break, cst.Continue, cst.Return)) for s in statements_of(body)):
+            return None
+        items: list[Node] = []
+        for element in elements:
+            bound = replace(ctx, aliases=((node.target.value, self.key(element.value, ctx)),) + ctx.aliases)
+            items.extend(self.block(body, bound).items)
+        return items
+
     def _if(self, node: cst.If, ctx: Context, chain: Optional[str] = None) -> list[Node]:
         body = self.block(block_of(node.body), ctx)
         if isinstance(node.orelse, cst.If):
@@ -265,6 +287,9 @@ class Builder(Receivers):
 
     def _loop(self, node: Union[cst.For, cst.While], ctx: Context) -> list[Node]:
         body_nodes = block_of(node.body)
+        unrolled = self._unrolled(node, ctx)
+        if unrolled is not None:
+            return unrolled
         if isinstance(node, cst.For):
             owner = self._owner_of(node.iter, ctx)
             inner = replace(ctx, moves=assigned_names(body_nodes) | frozenset(bound_names(node.target)))
