@@ -409,6 +409,8 @@ def _second_optimizer(file: File, site: Site) -> Optional[Mutant]:
     if built is None or step is None or not re.fullmatch(r"[\w.]+", site.target) or site.target in file.shared:
         return None
     statement, argument, module = built
+    if not site.target.startswith("self.") and _scope_of(file, statement) is not _scope_of(file, site.node):
+        return None  # the twin, a local of the builder's scope, would not be the loop's to step
     assign = statement.body[0]
     assert isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call)
     twin = f"{site.target}_twin"
@@ -416,6 +418,14 @@ def _second_optimizer(file: File, site: Site) -> Optional[Mutant]:
     edit.insert(statement, cst.parse_statement(f"{twin} = {code(assign.value.func)}({code(argument)})"), after=True)
     new = edit.insert(step.node, cst.parse_statement(f"{twin}.step()"), after=True)
     return file.mutant(SECOND_OPTIMIZER, "loop", site.node, edit, f"a twin of {site.target} steps after it", [new])
+
+
+def _scope_of(file: File, node: cst.CSTNode) -> Optional[cst.CSTNode]:
+    """The innermost function whose lines hold `node` (None: the module body)."""
+    first, last = file.span(node)
+    holding = [f for f in _nodes_of(file.module) if isinstance(f, cst.FunctionDef)
+               and file.span(f)[0] <= first and last <= file.span(f)[1]]
+    return max(holding, key=lambda f: file.span(f)[0], default=None)
 
 
 def _backward_before_loop(file: File, site: Site) -> Optional[Mutant]:
