@@ -236,10 +236,30 @@ class Builder(Receivers):
         if ctx.first is not None and first_turn(node.test) == ctx.first[0]:
             return list((body if ctx.first[1] else orelse).items)  # a peeled loop's `if i == 0:`
         choice = self._choice(node.test, body, orelse, ctx)
+        window = self._window_counter(node, body, ctx)
+        if window is not None and isinstance(choice, Branch) and choice.test is not None and not choice.test.accumulation:
+            # A step that waits for a counter the branch then resets (`left -= 1 ... if left == 0:
+            # step; left = accum`, a count of samples against a target) is a window's end.
+            choice = Branch(choice.arms, replace(choice.test, accumulation=True, counter=window))
         if node.orelse is None and chain is not None and chain == _dispatched(node.test, self._facts(ctx).parameters):
             assert isinstance(choice, Branch) and choice.test is not None
             choice = Branch(choice.arms, replace(choice.test, dispatch=True))
         return [*self.expression_events(node.test, ctx), choice]
+
+    def _window_counter(self, node: cst.If, body: Seq, ctx: Context) -> Optional[str]:
+        """The counter of a window `node` ends: its body steps and resets (to an int literal or
+        a name) a counter the test reads and the scope moves (`+=`, `-=`)."""
+        if not any(isinstance(i, Event) and i.kind is Kind.STEP for i in body.items):
+            return None
+        moved = self._facts(ctx).increments | {name for name, _ in ctx.counts} | set(self.info.counters.stepped)
+        read = {dotted(n) for n in nodes_in(node.test) if isinstance(n, (cst.Name, cst.Attribute))} & moved
+        for statement in block_of(node.body):
+            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+                if (isinstance(small, cst.Assign) and len(small.targets) == 1
+                        and isinstance(small.value, (cst.Integer, cst.Name, cst.Attribute))
+                        and dotted(small.targets[0].target) in read):
+                    return dotted(small.targets[0].target)
+        return None
 
     def _choice(self, test: cst.BaseExpression, body: Seq, orelse: Seq, ctx: Context) -> Node:
         """`if a and b:` is `if a: (if b: body else orelse) else orelse`, `or` likewise, so each
