@@ -169,6 +169,7 @@ class File:
     # clears clear theirs, so deleting their own clears leaves no "never cleared" to find.
     shared: set[str] = field(default_factory=set)
     kinds: frozenset[str] = frozenset()  # make only these (all when empty)
+    functions: Optional[list[cst.FunctionDef]] = None  # every def of the module, when first asked
 
     def span(self, node: cst.CSTNode) -> tuple[int, int]:
         where = self.positions[node]
@@ -406,10 +407,11 @@ def _build_over_one_more(file: File, site: Site) -> Optional[Mutant]:
 def _second_optimizer(file: File, site: Site) -> Optional[Mutant]:
     """A twin of the optimizer over the same parameters steps right after it (SECOND_OPTIMIZER)."""
     built, step = file.built_over_one.get(site.target), _step_after_backward(site)
-    if built is None or step is None or not re.fullmatch(r"[\w.]+", site.target) or site.target in file.shared:
+    if built is None or step is None or not re.fullmatch(r"[\w.]+", site.target):
         return None
     statement, argument, module = built
-    if not site.target.startswith("self.") and _scope_of(file, statement) is not _scope_of(file, site.node):
+    if site.target in file.shared or not site.target.startswith("self.") and (
+            _scope_of(file, statement) is not _scope_of(file, site.node)):
         return None  # the twin, a local of the builder's scope, would not be the loop's to step
     assign = statement.body[0]
     assert isinstance(assign, cst.Assign) and isinstance(assign.value, cst.Call)
@@ -422,9 +424,10 @@ def _second_optimizer(file: File, site: Site) -> Optional[Mutant]:
 
 def _scope_of(file: File, node: cst.CSTNode) -> Optional[cst.CSTNode]:
     """The innermost function whose lines hold `node` (None: the module body)."""
+    if file.functions is None:  # once per file: a walk of the whole module
+        file.functions = [f for f in _nodes_of(file.module) if isinstance(f, cst.FunctionDef)]
     first, last = file.span(node)
-    holding = [f for f in _nodes_of(file.module) if isinstance(f, cst.FunctionDef)
-               and file.span(f)[0] <= first and last <= file.span(f)[1]]
+    holding = [f for f in file.functions if file.span(f)[0] <= first and last <= file.span(f)[1]]
     return max(holding, key=lambda f: file.span(f)[0], default=None)
 
 

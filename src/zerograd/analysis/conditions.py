@@ -8,7 +8,7 @@ import re
 from typing import Optional
 
 from .graph import BackEffect
-from .keys import FLAG, INVARIANT, counter_of, unit_key, unit_window
+from .keys import FLAG, INVARIANT, counter_of, size_key, unit_window
 from .model import Event, Test
 
 MAX_RESIDUE = 2  # modular facts further from the current phase than this are forgotten
@@ -21,14 +21,15 @@ def assume(facts: Facts, test: Test, value: bool) -> Optional[Facts]:
     modulus = _modulus(key)
     if modulus is not None:
         residue %= modulus  # `(i + 1) % 4 == 0` is the phase `i % 4 == 3`
-    if key.startswith("mod:") and (unit_key(key.rpartition("%")[2]), 0, True) in facts:
+    if (size_key(key), 0, True) in facts:
         # A window of size 1 (`if k == 1:` chose it): every iteration ends the window.
         return facts if value else None
     unit = unit_window(key, value)
     if unit is not None and key != unit[0]:
-        facts = assume(facts, Test(False, unit[0]), unit[1]) or frozenset()
-        if not facts:
+        known = assume(facts, Test(False, unit[0]), unit[1])  # `k > 1` false: the size is 1
+        if known is None:
             return None
+        facts = known
     excluded = set()
     for fact_key, fact_residue, fact_value in facts:
         if fact_key != key:

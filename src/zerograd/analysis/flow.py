@@ -17,8 +17,8 @@ from functools import lru_cache
 from typing import NamedTuple, Optional
 
 from .conditions import Facts, assume, counted, shift
-from .graph import ArmEffect, BackEffect, Chain, EnterEffect, ExitEffect, RaiseEffect, covers, shares, unrelated
-from .keys import related, within
+from .graph import ArmEffect, BackEffect, Chain, EnterEffect, ExitEffect, RaiseEffect
+from .keys import covers, related, shares, unrelated, within
 from .model import Event, Kind
 
 # Why gradients no step applied passed a step of their optimizer: nothing, a branch not taken, an

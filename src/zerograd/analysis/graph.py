@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from .keys import INVARIANT, unit_key, unit_window, within
+from .keys import INVARIANT, covers, shares, size_key, unit_window, unrelated
 from .model import Branch, Call, Event, Function, Jump, Kind, Loop, Node, Seq, Test, Try, children
 
 # A scope whose graph would pass this many nodes is not analysed; it gets a ZG901 that says so
@@ -19,14 +19,6 @@ from .model import Branch, Call, Event, Function, Jump, Kind, Loop, Node, Seq, T
 # some 500 bytes a node, while the front end holds about 4 KB a line of such a scope already.
 MAX_NODES = 250_000
 Chain = tuple[int, ...]  # sites from the analysed scope down to an event: calls, then the event
-
-
-def covers(cleared: str, target: str) -> bool:
-    """A clear of `opts[*]` (every entry, e.g. `for o in opts.values(): o.zero_grad()`) clears
-    `opts["g"]`, and `opts.g` of a dict read by attribute (Munch, EasyDict: StarGAN v2)."""
-    if cleared == target:
-        return True
-    return cleared.endswith("[*]") and target.startswith((cleared[:-2], cleared[:-3] + "."))
 
 
 @dataclass(frozen=True)
@@ -447,30 +439,7 @@ def _tested_twice(body: Seq, cache: dict[int, Summary], of_call: CallSummary) ->
                 (twice if node.test.key in seen else seen).add(node.test.key)
         stack.extend(children(node))
     # A knob on a window's size (`if k == 1:`) and a test of that window (`i % k == 0`) correlate.
-    sizes = {found[0] for key in seen if (found := unit_window(key, True)) is not None}
-    twice |= {key for key in seen if key.startswith("mod:") and unit_key(key.rpartition("%")[2]) in sizes}
-    twice |= {key for key in seen if (found := unit_window(key, True)) is not None and any(
-        k.startswith("mod:") and unit_key(k.rpartition("%")[2]) == found[0] for k in seen)}
-    return frozenset(twice)
-
-
-
-
-def unrelated(module: Optional[str], target: str, links: dict[str, frozenset[str]]) -> bool:
-    """`teacher.zero_grad()` is no clear of an optimizer known to hold `student`'s parameters."""
-    held = links.get(target)
-    if module is None or not held or "[" in module:
-        return False  # an entry of a collection (`models[*]`) may be any module
-    return not any(within(m, module) for m in held)
-
-
-def shares(other: str, target: str, links: dict[str, frozenset[str]]) -> bool:
-    """Two optimizers known to hold parameters of one module (`info_optim` over `G` and `D`), or
-    a clear of a holder of `target` (`self.multi_optim.zero_grad()` for `self.multi_optim[*].optim`:
-    a wrapper's clear is its optimizers' as far as anyone can tell, never proof of a lost update)."""
-    if other != target and within(target, other):
-        return True
-    mine, theirs = links.get(target), links.get(other)
-    if other == target or not mine or not theirs:
-        return False
-    return any(within(a, b) or within(b, a) for a in mine for b in theirs)
+    knobs = {key: found[0] for key in seen if (found := unit_window(key, True)) is not None}
+    windows = {key: size for key in seen if (size := size_key(key)) is not None}
+    paired = set(knobs.values()) & set(windows.values())
+    return frozenset(twice | {key for key, size in (*knobs.items(), *windows.items()) if size in paired})

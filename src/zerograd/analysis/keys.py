@@ -1,5 +1,7 @@
 """Keys are plain strings: receivers as the analysis names them (`self.opt`, `opts[*]`) and
-condition keys (`mod:step%k`). These helpers take them apart without LibCST."""
+condition keys (`mod:step%k`). These helpers take them apart without LibCST, and say how two
+receivers relate (one within another, a clear of a collection covering its entries, two
+optimizers sharing a module)."""
 
 from __future__ import annotations
 
@@ -76,6 +78,11 @@ def unit_key(size: str) -> str:
     return f"{INVARIANT}{size}==1"
 
 
+def size_key(modular: str) -> Optional[str]:
+    """The unit key of a modular key's window size ("mod:i%k" -> "inv:k==1"); None for others."""
+    return unit_key(modular.rpartition("%")[2]) if modular.startswith("mod:") else None
+
+
 def unit_window(key: str, value: bool) -> Optional[tuple[str, bool]]:
     """A knob on a window size (`k` in `i % k`) read as whether the size is 1 (sizes start at 1): `k > 1` false
     says it is, `k >= 2` true says it is not; None when the comparison does not tell."""
@@ -87,3 +94,31 @@ def unit_window(key: str, value: bool) -> Optional[tuple[str, bool]]:
     if any(holds(size, bound) == at_one for size in range(2, bound + 3)):
         return None
     return unit_key(found["size"]), value == at_one
+
+
+def covers(cleared: str, target: str) -> bool:
+    """A clear of `opts[*]` (every entry, e.g. `for o in opts.values(): o.zero_grad()`) clears
+    `opts["g"]`, and `opts.g` of a dict read by attribute (Munch, EasyDict: StarGAN v2)."""
+    if cleared == target:
+        return True
+    return cleared.endswith("[*]") and target.startswith((cleared[:-2], cleared[:-3] + "."))
+
+
+def unrelated(module: Optional[str], target: str, links: dict[str, frozenset[str]]) -> bool:
+    """`teacher.zero_grad()` is no clear of an optimizer known to hold `student`'s parameters."""
+    held = links.get(target)
+    if module is None or not held or "[" in module:
+        return False  # an entry of a collection (`models[*]`) may be any module
+    return not any(within(m, module) for m in held)
+
+
+def shares(other: str, target: str, links: dict[str, frozenset[str]]) -> bool:
+    """Two optimizers known to hold parameters of one module (`info_optim` over `G` and `D`), or
+    a clear of a holder of `target` (`self.multi_optim.zero_grad()` for `self.multi_optim[*].optim`:
+    a wrapper's clear is its optimizers' as far as anyone can tell, never proof of a lost update)."""
+    if other != target and within(target, other):
+        return True
+    mine, theirs = links.get(target), links.get(other)
+    if other == target or not mine or not theirs:
+        return False
+    return any(within(a, b) or within(b, a) for a in mine for b in theirs)

@@ -10,7 +10,7 @@ counter reads the phase its last assignment left (docs/analysis.md):
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -21,6 +21,8 @@ from ..analysis.model import Event, Kind
 from .conditions import modular_phase
 from .naming import dotted, flatten, statements_of, targets_of, walrus
 from .walk import nodes_in
+
+Counts = tuple[tuple[str, tuple[str, ...]], ...]  # a scope's stepped counters -> their modular keys
 
 
 @dataclass
@@ -36,8 +38,7 @@ class Counters:
     where: dict[str, set[int]] = field(default_factory=dict)  # counter -> id(function) assigning it
     key: dict[str, str] = field(default_factory=dict)  # the result: counter -> "mod:self.n%k"
     start: dict[str, int] = field(default_factory=dict)  # its phase after __init__
-    steps: dict[int, int] = field(default_factory=dict)  # id(statement) -> c, of `self.n += c`
-    stepping: set[str] = field(default_factory=set)  # counters assigned so
+    stepping: set[str] = field(default_factory=set)  # `self.n` assigned `self.n += c` somewhere
     tested: dict[str, set[str]] = field(default_factory=dict)  # `self.n` -> keys of tests `self.n % k`
     stepped: dict[str, str] = field(default_factory=dict)  # the result: stepped attribute counters
 
@@ -53,7 +54,6 @@ class Counters:
             self.where.setdefault(name, set()).add(id(function))
             step = counter_step(node)
             if step is not None and step[0] == name:
-                self.steps[id(node)] = step[1]
                 self.stepping.add(name)
                 continue
             modulo = isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Modulo)
@@ -71,12 +71,10 @@ class Counters:
 
     def test(self, expression: cst.BaseExpression) -> None:
         """A test (or a flag's value) of the module: the `self.n % k` in it."""
-        for node in nodes_in(expression):
-            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
-                found = modular_phase(node, 0)
-                counter = counter_of(found[0]) if found is not None else None
-                if found is not None and counter is not None and counter.startswith("self."):
-                    self.tested.setdefault(counter, set()).add(found[0])
+        for key in modular_keys(expression):
+            counter = counter_of(key) or ""
+            if counter.startswith("self."):
+                self.tested.setdefault(counter, set()).add(key)
 
     def settle(self) -> set[int]:
         """Decide the wrapping and the stepped counters; the functions that assign one perform an
@@ -97,13 +95,16 @@ class Counters:
         """The key of a wrapping or stepped counter."""
         return self.key.get(counter) or self.stepped[counter]
 
+    @property
+    def stepped_counts(self) -> Counts:
+        """The stepped attribute counters as a scope's are given (step_events makes their events)."""
+        return tuple((name, (key,)) for name, key in self.stepped.items())
+
     def event(self, node: cst.CSTNode, name: str, site: int) -> Optional[Event]:
-        """The MOVE or SET that an assignment of counter `name` is, if it is one."""
-        key = self.key.get(name) or self.stepped.get(name)
+        """The MOVE or SET that an assignment of wrapping counter `name` is, if it is one."""
+        key = self.key.get(name)
         if key is not None and id(node) in self.moved:
             return Event(Kind.MOVE, site, name, key, phase=self.moved[id(node)])
-        if key is not None and id(node) in self.steps:
-            return Event(Kind.MOVE, site, name, key, phase=self.steps[id(node)])
         if key is not None and id(node) in self.literal:
             return Event(Kind.SET, site, name, key, phase=self.literal[id(node)])
         return None
@@ -123,14 +124,13 @@ def int_literal(node: Optional[cst.BaseExpression]) -> Optional[int]:
         return None
 
 
-Counts = tuple[tuple[str, tuple[str, ...]], ...]  # a scope's stepped counters -> their modular keys
-
 
 def stepped_counters(body: Sequence[cst.CSTNode], wrapping: Mapping[str, str]) -> Counts:
     """The stepped counters of a body (its own statements, not those of the functions it
     defines), but for the module's wrapping counters (`wrapping`, events already)."""
     keys: dict[str, set[str]] = {}
     plain: dict[str, bool] = {}  # name -> assigned nothing but steps and int literals
+    steps: set[str] = set()
     for statement in statements_of(body):
         # A small statement whole (`should_step = (i + 1) % k == 0`), a compound one's test only:
         # its body's statements come next.
@@ -138,12 +138,11 @@ def stepped_counters(body: Sequence[cst.CSTNode], wrapping: Mapping[str, str]) -
             root: Optional[cst.CSTNode] = statement.test
         else:
             root = statement if isinstance(statement, cst.BaseSmallStatement) else None
-        for node in nodes_in(root) if root is not None else ():
-            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo):
-                found = modular_phase(node, 0)
-                if found is not None:
-                    keys.setdefault(counter_of(found[0]) or "", set()).add(found[0])
-        if counter_step(statement) is not None:
+        for key in modular_keys(root) if root is not None else ():
+            keys.setdefault(counter_of(key) or "", set()).add(key)
+        step = counter_step(statement)
+        if step is not None:
+            steps.add(step[0])
             continue
         literal = (isinstance(statement, cst.Assign) and len(statement.targets) == 1
                    and int_literal(statement.value) is not None)
@@ -153,9 +152,17 @@ def stepped_counters(body: Sequence[cst.CSTNode], wrapping: Mapping[str, str]) -
                 plain[name] = plain.get(name, True) and literal
         for name in walrus(statement):
             plain[name] = False
-    steps = {found[0] for found in map(counter_step, statements_of(body)) if found is not None}
     return tuple(sorted((name, tuple(sorted(keys[name]))) for name in steps
                         if name in keys and plain.get(name, True) and name not in wrapping))
+
+
+def modular_keys(node: cst.CSTNode) -> Iterator[str]:
+    """The modular keys of the `counter % k` under `node` ("mod:i%k")."""
+    for inner in nodes_in(node):
+        if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Modulo):
+            found = modular_phase(inner, 0)
+            if found is not None:
+                yield found[0]
 
 
 def counter_step(node: cst.CSTNode) -> Optional[tuple[str, int]]:

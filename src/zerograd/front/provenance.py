@@ -194,12 +194,11 @@ class Tracer:
         if isinstance(func, cst.Attribute) and func.attr.value in _DETACHING:
             return cut(self.value(func.value))
         if isinstance(func, (cst.Name, cst.Attribute, cst.Subscript)):
-            called = frozenset(c for c in self._forms(func) if related(c, self.modules))
-            if isinstance(func, cst.Subscript):
-                # An entry of a list of modules (`nets[0](x)`, `self.q_nets[i](x)`): a computed
-                # index may pick any entry an optimizer holds.
-                called |= {m for c in self._forms(func) if c.endswith("[*]") for m in self.modules
-                           if m.startswith(c[:-2] + "[")}
+            forms = self._forms(func)
+            called = {c for c in forms if related(c, self.modules)}
+            # An entry of a list of modules picked by a computed index (`self.q_nets[i](x)`) may
+            # be any entry an optimizer holds (`nets[0](x)` is that entry).
+            called |= {m for c in forms if c.endswith("[*]") for m in self.modules if m.startswith(c[:-2] + "[")}
             if called:
                 return union(Reach(frozenset(called), frozenset(), False), *args)
         if isinstance(func, cst.Name):

@@ -45,7 +45,7 @@ _LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, as
 # By exact type, as the walk tests them (an isinstance() per node and base costs more).
 _LEAF_TYPES = frozenset(t for base in _LEAVES for t in (base, *base.__subclasses__()))
 _VISITED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Import, ast.ImportFrom,
-                      ast.Assign, ast.AnnAssign, ast.AugAssign, ast.BinOp})
+                      ast.Assign, ast.AnnAssign, ast.AugAssign})
 # Characters str.splitlines() takes for line ends and CPython does not: with one of them in the
 # text, the engine's chunks count lines differently, so the text is left whole.
 ODD_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -181,6 +181,8 @@ class Scan:
             node, owner, cls, top = stack.pop()
             kind = type(node)
             inner = self.visit(node, owner, cls, top) if kind in _VISITED else owner
+            if kind is ast.BinOp and type(node.op) is ast.Mod:  # type: ignore[attr-defined]
+                self._modulo(node)  # type: ignore[arg-type]
             within = node.name if kind is ast.ClassDef else None  # type: ignore[attr-defined]
             children = (child for child in ast.iter_child_nodes(node) if type(child) not in _LEAF_TYPES)
             if inner and inner != owner:  # a function: each statement of its body is where its facts are
@@ -217,13 +219,7 @@ class Scan:
             # order the walk meets them in.
             self.members.setdefault(node.name, ([], []))[1].extend(b.id for b in node.bases if isinstance(b, ast.Name))
             return 0
-        if isinstance(node, ast.BinOp):
-            if isinstance(node.op, ast.Mod):
-                left = node.left.left if isinstance(node.left, ast.BinOp) else node.left
-                name = _qualify(_dotted(left), {})
-                if name is not None and name.startswith("self."):
-                    self.moduli.add(name)
-        elif isinstance(node, ast.Call):
+        if isinstance(node, ast.Call):
             self._call(node, owner, top)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             self._fact(owner, top)
@@ -237,6 +233,13 @@ class Scan:
                 self.assigned_in.append(top)
             self._count(targets, node.value, owner, node)
         return owner
+
+    def _modulo(self, node: ast.BinOp) -> None:
+        """`self.n % k`, `(self.n + c) % k`: `self.n` is tested modularly."""
+        left = node.left.left if isinstance(node.left, ast.BinOp) else node.left
+        name = _qualify(_dotted(left), {})
+        if name is not None and name.startswith("self."):
+            self.moduli.add(name)
 
     def _fact(self, owner: int, top: Optional[Lines]) -> None:
         self.facts.add(owner)

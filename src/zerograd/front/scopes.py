@@ -29,14 +29,13 @@ from .conditions import (
     settings_of,
     substituted,
 )
-from .counters import step_events, stepped_counters
+from .counters import stepped_counters
 from .facts import ModuleInfo
 from .naming import (
     assigned_names,
     block_of,
     bound_names,
     collection_key,
-    dotted,
     element_name,
     loss_of,
     statements_of,
@@ -46,6 +45,7 @@ from .provenance import NO_GRAD, trace
 from .receivers import Receivers
 from .sites import Sites
 from .walk import nodes_in
+from .windows import Windows
 
 # Conditions that hold wherever training code runs them (optimizer.step() enables grad for
 # the closure it calls).
@@ -55,7 +55,7 @@ EVENT_NAMES = frozenset({"backward", "zero_grad", "clear_grad", "clear_gradients
 MAX_UNROLLED = 8  # entries of a literal list a loop over it is unrolled for
 
 
-class Builder(Receivers):
+class Builder(Receivers, Windows):
     def __init__(self, info: ModuleInfo, sites: Sites, index: dict[int, int], link: Optional[Link] = None) -> None:
         self.info = info
         self.sites = sites
@@ -114,18 +114,6 @@ class Builder(Receivers):
             items = [replace(i, restarts=True) if isinstance(i, Event) and i.kind is Kind.CLEAR else i for i in items]
         return Seq(tuple(items))
 
-    def _resets(self, body: Sequence[cst.CSTNode], ctx: Context) -> bool:
-        """Some statement of `body` sets to an int literal a counter: a name the function
-        increments and compares in a test (`micro += 1`, `if micro == accum:`), not a running sum,
-        or a stepped or wrapping counter (`self.step = 0` beside the end of an epoch's flush)."""
-        facts = self._facts(ctx)
-        known = self.info.counters
-        counters = facts.increments & facts.compared | {name for name, _ in ctx.counts} | set(known.key) | set(known.stepped)
-        return bool(counters) and any(
-            isinstance(small, cst.Assign) and isinstance(small.value, cst.Integer)
-            and any(dotted(t.target) in counters for t in small.targets)
-            for statement in body if isinstance(statement, cst.SimpleStatementLine) for small in statement.body)
-
     def statement(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
         if type(node) is cst.SimpleStatementLine:
             return [item for small in node.body for item in self.small(small, ctx)]
@@ -177,32 +165,6 @@ class Builder(Receivers):
             return []
         return [self.event(Kind.BUILD, node, replace(ctx, gate=None), self.key(target, ctx), text_of(target))]
 
-    def _counts(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
-        """A flag or a wrapping counter set, a counter moved (counters.py); building an object of
-        this module sets its counters to their phase after `__init__`."""
-        counters = self.info.counters
-        if isinstance(node, cst.AugAssign) and (dotted(node.target) or "") in counters.stepped:
-            found = counters.event(node, dotted(node.target) or "", self.sites.site(node))
-            return [found] if found is not None else []
-        if ctx.counts and (stepped := step_events(node, ctx.counts, self.sites.site(node))):
-            return list(stepped)
-        if not isinstance(node, cst.Assign) or len(node.targets) != 1:
-            return []
-        target = node.targets[0].target
-        name = dotted(target) or ""
-        if isinstance(target, cst.Name) and name in ctx.flags:
-            return [Event(Kind.SET, self.sites.site(node), name, FLAG + name, phase=int(text_of(node.value) == "True"))]
-        if name in counters.key or name in counters.stepped:
-            found = counters.event(node, name, self.sites.site(node))
-            return [found] if found is not None else []
-        if not counters.start or not isinstance(node.value, cst.Call) or not isinstance(target, (cst.Name, cst.Attribute)):
-            return []
-        cls = self.info.classes.get(dotted(node.value.func) or "")
-        if cls is None:
-            return []
-        methods = {id(method) for c in self.info.lineage(cls) for method in c.methods.values()}
-        return [*counters.built(self.sites.site(node), self.key(target, ctx), methods)]
-
     def _unrolled(self, node: Union[cst.For, cst.While], ctx: Context) -> Optional[list[Node]]:
         """`for opt in [opt_g, opt_d]: opt.zero_grad()`: a loop over a literal list of names runs
         its body once for each, in order, with the loop variable standing for that name (issue 47:
@@ -245,21 +207,6 @@ class Builder(Receivers):
             assert isinstance(choice, Branch) and choice.test is not None
             choice = Branch(choice.arms, replace(choice.test, dispatch=True))
         return [*self.expression_events(node.test, ctx), choice]
-
-    def _window_counter(self, node: cst.If, body: Seq, ctx: Context) -> Optional[str]:
-        """The counter of a window `node` ends: its body steps and resets (to an int literal or
-        a name) a counter the test reads and the scope moves (`+=`, `-=`)."""
-        if not any(isinstance(i, Event) and i.kind is Kind.STEP for i in body.items):
-            return None
-        moved = self._facts(ctx).increments | {name for name, _ in ctx.counts} | set(self.info.counters.stepped)
-        read = {dotted(n) for n in nodes_in(node.test) if isinstance(n, (cst.Name, cst.Attribute))} & moved
-        for statement in block_of(node.body):
-            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
-                if (isinstance(small, cst.Assign) and len(small.targets) == 1
-                        and isinstance(small.value, (cst.Integer, cst.Name, cst.Attribute))
-                        and dotted(small.targets[0].target) in read):
-                    return dotted(small.targets[0].target)
-        return None
 
     def _choice(self, test: cst.BaseExpression, body: Seq, orelse: Seq, ctx: Context) -> Node:
         """`if a and b:` is `if a: (if b: body else orelse) else orelse`, `or` likewise, so each
