@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 from zerograd.analysis.model import Settings, Span
 from zerograd.io.files import lint_paths
+from zerograd.project.cache import content_hash
 from zerograd.project.index import Index, imports_of
 from zerograd.project.plan import Project
 
@@ -94,11 +94,11 @@ def test_a_plan_from_cached_outlines_is_the_plan_from_parsing(tmp_path: Path) ->
     text = "def f(opt):\n    opt.step()\n"
     outline = Project({"/a.py": text}, cache)
     outline.relevant(outline.units["/a.py"])
-    path = Path(cache._file("outline", hashlib.sha256(text.encode()).hexdigest()))
+    path = Path(cache._file("outline", content_hash(text.encode())))
     payload = path.read_bytes().split(b"\n", 1)[1]
     assert b'"start":[0]' in payload
     payload = payload.replace(b'"start":[0]', b'"start":[7]')  # checksum right, content wrong
-    path.write_bytes(hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
+    path.write_bytes(cache._sign(payload) + b"\n" + payload)
     assert cache.outline(text) is None  # an index out of range: a miss, not a crash
 
 

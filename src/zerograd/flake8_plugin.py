@@ -104,7 +104,7 @@ class ZeroGradPlugin:
             results = lint_paths([self.filename], settings, 1, config or Config(), describe=False, cache=cache,
                                  overrides={self.filename: data})
             found = next((result for result in results if result.path == self.filename), None)
-        return found.findings if found is not None and found.error is None else None
+        return list(found.findings) if found is not None and found.error is None else None
 
 
 def _selects_any(options: Any) -> bool:

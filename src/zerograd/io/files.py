@@ -8,6 +8,7 @@ import hashlib
 import os
 import sys
 from collections.abc import Iterable, Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import TYPE_CHECKING, Optional, Union
@@ -101,9 +102,9 @@ def _check_all(given: dict[str, tuple[list[str], list[str]]], settings: Settings
                 done.append(failed)
         for path in context:
             read.add(path)  # a context module that cannot be read is left out
-    stored = _Stored(cache, read.hashes, settings, describe, frozenset(read.clean), read.changed)
+    stored = _Stored(cache, read.hashes, settings, describe, read.clean.keys(), read.changed)
     pooled = jobs if len(reported) >= PARALLEL_THRESHOLD else 1
-    prepared = [_prepare(read, files + context, stored, set(files)) for files, context in given.values()]
+    prepared = [_prepare(read, files + context, stored, dict.fromkeys(files).keys()) for files, context in given.values()]
     # One pool scans what every project's plan reads: a pool per project (15 on DENSE) waited,
     # each time, for its process left alone with that project's largest module.
     pending = [p for ready in prepared if isinstance(ready, _Pending) for p in ready.texts]
@@ -135,7 +136,7 @@ def _check_rest(read: Read, reported: list[str], stored: _Stored, shared: _Share
             work.append([path])
         else:
             done += [stored.put(result, ()) for result in shared.check([path])]
-    work.sort(key=lambda paths: -sum(read.sizes[p] for p in paths))
+    work.sort(key=lambda paths: -sum(read.sizes.get(p, 0) for p in paths))
     pooled = jobs > 1 and len(work) > 1 and len(reported) >= PARALLEL_THRESHOLD
     for paths, results in _run(work, shared, min(jobs, len(work)) if pooled else 1):
         done += [stored.put(result, stored.group(paths)) for result in results]
@@ -270,7 +271,7 @@ class _Stored:
     describe: bool
     # Modules whose check alone finds nothing by the prefilter: answered without the cache, so a
     # cold run writes (and a warm one reads) an entry only for a file that can hold a finding.
-    clean: frozenset[str] = frozenset()
+    clean: AbstractSet[str] = frozenset()
     changed: set[str] = field(default_factory=set)  # files that changed during the run: not stored
 
     def group(self, paths: list[str]) -> Group:
@@ -308,10 +309,10 @@ class _Pending:
     texts: Texts
     given: dict[str, str]  # absolute path -> path as given
     key: str  # the cache's key for the project's plan
-    reported: set[str]
+    reported: AbstractSet[str]
 
 
-def _prepare(read: Read, paths: list[str], stored: _Stored, reported: set[str]) -> Union[Planned, _Pending]:
+def _prepare(read: Read, paths: list[str], stored: _Stored, reported: AbstractSet[str]) -> Union[Planned, _Pending]:
     """One project's plan when the cache holds it and the findings of the groups it makes:
     the project (none then), the groups of linked modules holding a reported file still to
     check, and the cached findings of those that hold one; else what _plan needs to make it."""
@@ -335,8 +336,9 @@ def _plan(pending: _Pending, stored: _Stored, scans: dict[str, Scan]) -> Planned
     from ..project.plan import Project  # imports libcst: only a plan to make pays for it
 
     try:
-        project = Project(pending.texts, stored.cache, {p: scans[p] for p in pending.texts if p in scans},
-                          pending.texts.read.facts)
+        facts = pending.texts.read.facts
+        project = Project(pending.texts, stored.cache, {p: scans[p] for p in pending.texts if p in scans}, facts,
+                          {a: p for a, p in pending.given.items() if p in facts})
         groups = project.plan()
     except (RecursionError, MemoryError, ValueError):
         return None, [], []  # deeply nested text: every module is checked alone, as before
@@ -400,6 +402,19 @@ def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: 
     config = config or Config()
     settings = settings or config.settings
     results: list[FileResult] = []
+    projects = _projects(paths, config, force_exclude, overrides, results)
+    results += _check_all(projects, settings, describe, jobs, cache, overrides)
+    for result in results:
+        ignored = config.ignored_for(result.path)
+        if ignored:
+            result.findings = [f for f in result.findings if not f.code.startswith(ignored)]
+    return sorted(results, key=lambda r: r.path)
+
+
+def _projects(paths: Iterable[str], config: Config, force_exclude: bool, overrides: Optional[dict[str, bytes]],
+              results: list[FileResult]) -> dict[str, tuple[list[str], list[str]]]:
+    """The files found from `paths`, by project (projects.contexts); those that cannot be walked
+    go to `results`. Its own function: what finding them took is freed before the checks."""
     arguments: dict[str, str] = {}  # each file found -> the argument it was found from
     listed: dict[str, list[str]] = {}  # a folder walked already -> its files (a project's context)
     for argument in paths:
@@ -416,11 +431,5 @@ def lint_paths(paths: Iterable[str], settings: Optional[Settings] = None, jobs: 
                 arguments.setdefault(path, argument)
     memo: dict[str, str] = {}  # a named file's folder -> its import root
     pairs = sorted((path, fallback_for(path, argument, memo)) for path, argument in arguments.items())
-    projects = contexts(pairs, lambda root, packages_only: iter(listed[root]) if root in listed
-                        else walk(root, config, packages_only), imported=set(memo.values()))
-    results += _check_all(projects, settings, describe, jobs, cache, overrides)
-    for result in results:
-        ignored = config.ignored_for(result.path)
-        if ignored:
-            result.findings = [f for f in result.findings if not f.code.startswith(ignored)]
-    return sorted(results, key=lambda r: r.path)
+    return contexts(pairs, lambda root, packages_only: iter(listed[root]) if root in listed
+                    else walk(root, config, packages_only), imported=set(memo.values()))

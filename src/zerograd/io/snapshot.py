@@ -57,8 +57,8 @@ def take(paths: list[str], settings: Settings, cache: Optional[Cache]) -> Snapsh
     read = Read({})
     for path in paths:
         read.add(path)
-    stored = _Stored(cache, read.hashes, settings, False, frozenset(read.clean), read.changed)
-    ready = _prepare(read, list(read.hashes), stored, set(read.hashes))
+    stored = _Stored(cache, read.hashes, settings, False, read.clean.keys(), read.changed)
+    ready = _prepare(read, list(read.hashes), stored, read.hashes.keys())
     project, todo, cached = _plan(ready, stored, {}) if isinstance(ready, _Pending) else ready
     units = {a: project for a in project.units} if project is not None else {}
     shared = _Shared(read, units, dict(project.alone) if project is not None else {}, settings, False)

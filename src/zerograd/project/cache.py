@@ -36,7 +36,7 @@ from ..front.outline import Outline
 from ..version import __version__
 from . import key as keys
 
-FORMAT = 3  # of the entries; bumped when their layout changes
+FORMAT = 4  # of the entries; bumped when their layout changes
 # An entry is refused when larger than this plus ENTRY_PER_BYTE bytes per byte of what it
 # describes (the file, the module's text, the plan's list of paths): a repository can ship a
 # cache folder, and an entry replaced by /dev/zero or a huge file must not be read whole.
@@ -51,7 +51,9 @@ Group = tuple[tuple[str, str], ...]  # (absolute path, content hash) of the modu
 
 
 def content_hash(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+    """A file's identity for the cache: BLAKE2b at 128 bits, 32 characters (a run keeps one for
+    every file of its project; entries are signed apart, see Cache._sign)."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 @cache
@@ -131,7 +133,7 @@ class Cache:
             return None  # written without fix descriptions, which this format prints
         return entry if describe else replace(entry, findings=[replace(f, fix=None) for f in entry.findings])
 
-    def store(self, path: str, sha: str, group: Group, describe: bool, findings: list[Finding],
+    def store(self, path: str, sha: str, group: Group, describe: bool, findings: Sequence[Finding],
               skipped: Sequence[str] = ()) -> None:
         if any(f.code == "ZG901" for f in findings):
             return  # an internal error is not a fact about the file

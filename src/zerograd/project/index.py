@@ -31,7 +31,7 @@ class Facts(NamedTuple):
     when the plan first asks for it (issue 43: a plan that held every text grew with the
     project, 3 KB a module, while it reads few of them past these)."""
 
-    imports: list[Imported]
+    imports: tuple[Imported, ...]  # a tuple: exact size, and one empty tuple for all
     holds: bool  # may_hold_findings: it can hold a finding alone
     events: bool  # it steps, clears or reads `.grad` somewhere (_EVENT)
     settings: bool  # it names a framework's accumulation setting
@@ -42,7 +42,7 @@ class Facts(NamedTuple):
                    any(keyword in text for keyword in SETTINGS))
 
 
-def imports_of(text: str) -> list[Imported]:
+def imports_of(text: str) -> tuple[Imported, ...]:
     """The module-level and nested imports of a text, without parsing it."""
     plain, froms = _matches(text)
     found = []
@@ -57,7 +57,7 @@ def imports_of(text: str) -> list[Imported]:
             words = part.split()
             if words and words[0] != "*":
                 found.append(_shared(Imported(match.group(1), words[0], words[2] if len(words) == 3 else words[0])))
-    return found
+    return tuple(found)
 
 
 # The same import in many modules (`import torch`, `from .utils import helper`) is one object:
@@ -100,55 +100,71 @@ def import_root(folder: str, is_package: Callable[[str], bool]) -> tuple[str, li
     return folder, packages
 
 
+_INIT = os.sep + "__init__.py"
+
+
+def _joined(folder: str, parts: list[str]) -> str:
+    """os.path.join for an absolute, normalised folder and plain names (a third of its time)."""
+    return os.sep.join([folder.rstrip(os.sep), *parts]) if parts else folder
+
+
 class Index:
     """Module names of the project's files: `a/b/c.py` is `b.c` when `a/b` holds an
-    `__init__.py` and `a` does not, and `c` for a script; relative imports go by folders."""
+    `__init__.py` and `a` does not, and `c` for a script; relative imports go by folders.
 
-    def __init__(self, paths: Iterable[str]) -> None:
-        self.paths = {os.path.abspath(p): p for p in paths if p.endswith(".py")}
+    A name is resolved as Python resolves it, by the files it could be (no table of every
+    module's name: at 20,000 modules such tables were a tenth of a run's memory, issue 43)."""
+
+    def __init__(self, paths: Iterable[str], absolute: Optional[dict[str, str]] = None) -> None:
+        """`absolute`: absolute path -> path as given, when the caller made it already (its
+        strings then serve both: a project's paths are much of what a run keeps of it)."""
+        self.paths = absolute if absolute is not None else {os.path.abspath(p): p for p in paths if p.endswith(".py")}
         self.packages: dict[str, bool] = {}
-        self._memo: dict[tuple[str, str], Optional[str]] = {}
-        self.names: dict[str, list[str]] = {}
-        self.roots: dict[str, str] = {}
-        for absolute in self.paths:
-            name, root = self._name(absolute)
-            self.names.setdefault(name, []).append(absolute)
-            self.roots[absolute] = root
+        self._roots: dict[str, str] = {}  # folder -> the import root of its modules
+        self.heads: dict[str, set[str]] = {}  # a module name's first part -> the roots it starts from
+        for absolute_path in self.paths:
+            folder, base = os.path.split(absolute_path)
+            root, packages = self._root(folder)
+            head = packages[0] if packages else base[:-3]
+            if head != "__init__":
+                self.heads.setdefault(head, set()).add(root)
 
     def _is_package(self, folder: str) -> bool:
         if folder not in self.packages:
             self.packages[folder] = os.path.isfile(os.path.join(folder, "__init__.py"))
         return self.packages[folder]
 
-    def _name(self, absolute: str) -> tuple[str, str]:
-        folder, base = os.path.split(absolute)
+    def _root(self, folder: str) -> tuple[str, list[str]]:
         root, packages = import_root(folder, self._is_package)
-        # Interned: the modules of one tree share one root.
-        return ".".join(packages + ([] if base == "__init__.py" else [base[:-3]])), sys.intern(root)
+        self._roots[folder] = sys.intern(root)  # the modules of one tree share one root
+        return self._roots[folder], packages
+
+    def root_of(self, absolute: str) -> str:
+        """The folder `absolute`'s module is imported from."""
+        folder = os.path.dirname(absolute)
+        return self._roots[folder] if folder in self._roots else self._root(folder)[0]
 
     def module(self, importer: str, name: str) -> Optional[str]:
         """The project file (absolute path) that `name`, imported in `importer`, refers to."""
-        key = (os.path.dirname(importer) if name.startswith(".") else self.roots.get(importer, ""), name)
-        if key not in self._memo:
-            self._memo[key] = self._module(importer, name)
-        return self._memo[key]
-
-    def _module(self, importer: str, name: str) -> Optional[str]:
         level = len(name) - len(name.lstrip("."))
         if level:
             folder = os.path.dirname(importer)
             for _ in range(level - 1):
                 folder = os.path.dirname(folder)
-            rest = [p for p in name[level:].split(".") if p]
-            base = os.path.join(folder, *rest)
-            for candidate in (base + ".py", os.path.join(base, "__init__.py")):
-                if candidate in self.paths:
-                    return candidate
-            return None
-        found = self.names.get(name, [])
+            return self._file(_joined(folder, [p for p in name[level:].split(".") if p]))
+        parts = name.split(".")
+        found = [path for root in self.heads.get(parts[0], ()) for path in [self._file(_joined(root, parts))]
+                 if path is not None and self.root_of(path) == root]
         if len(found) > 1:  # the same name in two trees: the importer's own
-            found = [p for p in found if self.roots[p] == self.roots.get(importer)]
+            found = [p for p in found if self.root_of(p) == self.root_of(importer)]
         return found[0] if len(found) == 1 else None
+
+    def _file(self, base: str) -> Optional[str]:
+        """The module file at `base` (no suffix): `base.py`, else the package `base/__init__.py`."""
+        if base + ".py" in self.paths:
+            return base + ".py"
+        package = base + _INIT
+        return package if package in self.paths else None
 
     def split(self, importer: str, qualified: str) -> Optional[tuple[str, list[str]]]:
         """`pkg.mod.f` -> (the file of `pkg.mod`, ["f"]): the longest prefix that is a module."""

@@ -17,9 +17,7 @@ import gc
 import re
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
-from functools import partial
-from typing import Callable, Optional, Union
+from typing import Any, Optional
 
 from ..front.outline import Outline
 from ..front.relevance import Scan, scan_text
@@ -33,33 +31,41 @@ _NAME_CALL = re.compile(r"(\w+)\s*\(")
 _METHOD_CALL = re.compile(r"\.(\w+)\s*\(")
 _BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
 MAX_HOPS = 5  # re-exports followed through `__init__` modules
+_EMPTY: frozenset[Any] = frozenset()  # one object: `frozenset()` makes a new one each time
 
 
-@dataclass
 class Unit:
-    """One module of the project as the planner sees it."""
+    """One module of the project as the planner sees it. Slotted, its text read through the
+    project's mapping when first asked: every module of a project has one during the plan."""
 
-    path: str  # absolute
-    source: Union[str, Callable[[], str]]  # its text, or what reads it when the plan first asks
-    imports: list[Imported]
-    facts: Optional[Facts] = None  # of its text (made from it when not given)
-    scan: Optional[Scan] = None  # of its text: the elision of its build reads it again
-    outline: Optional[Outline] = None  # what the plan reads of its functions (relevance.Outline)
-    defs: Optional[set[tuple[str, str]]] = None  # ("def" | "class", name) in its text
-    relevant: Optional[set[str]] = None  # its function names that can perform an event (once parsed)
-    keep: AbstractSet[int] = frozenset()  # the indices of those functions in `outline`
-    methods: Optional[set[str]] = None  # names its text calls as `.name(`
-    # Each of these starts empty and shared: a project of 20,000 modules has few that link.
-    deps: frozenset[str] = frozenset()  # the project modules whose functions it calls
-    linked: frozenset[str] = frozenset()  # the names it calls of those functions
-    targets: Optional[list[tuple[str, Optional[str], str]]] = None  # Project._targets
-    calls: Optional[dict[str, set[str]]] = None  # prefix -> names called as `prefix.name(`
-    bases: Optional[set[str]] = None  # the names its classes' bases are written with
+    __slots__ = ("path", "source", "texts", "given", "imports", "facts", "scan", "outline", "defs", "relevant",
+                 "keep", "methods", "deps", "linked", "targets", "calls", "bases")
+
+    def __init__(self, path: str, source: Optional[str], imports: tuple[Imported, ...], facts: Optional[Facts] = None,
+                 texts: Optional[Mapping[str, str]] = None, given: str = "") -> None:
+        self.path = path  # absolute
+        self.source = source  # its text, once read (from `texts`, by the path as given)
+        self.texts, self.given = texts, given
+        self.imports = imports
+        self.facts = facts  # of its text (made from it when not given)
+        self.scan: Optional[Scan] = None  # of its text: the elision of its build reads it again
+        self.outline: Optional[Outline] = None  # what the plan reads of its functions (relevance.Outline)
+        self.defs: Optional[set[tuple[str, str]]] = None  # ("def" | "class", name) in its text
+        self.relevant: Optional[set[str]] = None  # its function names that can perform an event (once parsed)
+        self.keep: AbstractSet[int] = _EMPTY  # the indices of those functions in `outline`
+        self.methods: Optional[set[str]] = None  # names its text calls as `.name(`
+        # Each of these starts empty and shared: a project of 20,000 modules has few that link.
+        self.deps: frozenset[str] = _EMPTY  # the project modules whose functions it calls
+        self.linked: frozenset[str] = _EMPTY  # the names it calls of those functions
+        self.targets: Optional[list[tuple[str, Optional[str], str]]] = None  # Project._targets
+        self.calls: Optional[dict[str, set[str]]] = None  # prefix -> names called as `prefix.name(`
+        self.bases: Optional[set[str]] = None  # the names its classes' bases are written with
 
     @property
     def text(self) -> str:
-        if not isinstance(self.source, str):
-            self.source = self.source()  # kept: the plan and the group's build read it again
+        if self.source is None:
+            assert self.texts is not None
+            self.source = self.texts[self.given]  # kept: the plan and the group's build read it again
         return self.source
 
     @property
@@ -71,16 +77,19 @@ class Unit:
 
 class Project:
     def __init__(self, texts: Mapping[str, str], cache: Optional[Cache] = None,
-                 scans: Optional[dict[str, Scan]] = None, facts: Optional[Mapping[str, Facts]] = None) -> None:
+                 scans: Optional[dict[str, Scan]] = None, facts: Optional[Mapping[str, Facts]] = None,
+                 absolute: Optional[dict[str, str]] = None) -> None:
         """`texts`: path as given -> text, read when asked when `facts` (made as the files were
-        read) has the path; else every text is read now."""
+        read) has the path; else every text is read now. `absolute`: Index's."""
         self.cache = cache  # outlines by content: a re-plan parses only the modules that changed
-        self.index = Index(texts)
+        self.index = Index(texts, absolute)
         self.units = {a: _unit(a, p, texts, facts) for a, p in self.index.paths.items()}
         self.holding: frozenset[str] = frozenset()  # the modules that may hold a finding
         # Scans made beforehand, in parallel (files.prescan), by path as given.
         self.scans = {a: scans[p] for a, p in self.index.paths.items() if p in scans} if scans else {}
         self.alone: dict[str, Scan] = {}  # after the plan: the scans of modules in no group that may hold a finding
+        self.imports: dict[str, tuple[Imported, ...]] = {}  # after the plan: every module's (its unit may be gone)
+        self._targets_seen: dict[tuple[str, Optional[str], str], tuple[str, Optional[str], str]] = {}
 
     def plan(self) -> list[list[str]]:
         """Groups of modules to build together (paths as given); every other module stands alone."""
@@ -120,7 +129,16 @@ class Project:
                     self.alone[self.index.paths[unit.path]] = scan  # its check alone reads it
                 unit.scan = None  # the groups' builds reuse their own
         self.scans = {}
+        self._settle(grouped)
         return [[self.index.paths[a] for a in group] for group in groups]
+
+    def _settle(self, grouped: set[str]) -> None:
+        """Keep what the groups' builds read: their modules' units, and every module's imports
+        (origin follows re-exports through modules of no group). The rest of the plan's view of
+        the project goes before the checks start: it was most of a 20,000-module run's peak."""
+        self.imports = {a: u.imports for a, u in self.units.items() if u.imports}
+        self.units = {a: u for a, u in self.units.items() if a in grouped}
+        self._targets_seen = {}
 
     def relevant(self, unit: Unit) -> set[str]:
         """Its functions that can perform an event by themselves (its outline from the cache,
@@ -229,6 +247,8 @@ class Project:
             found = self.index.module(unit.path, qualified)  # `from pkg import mod`
             if found is not None and found != unit.path:
                 unit.targets.append((found, None, imported.local))
+        # One object for a target many modules import (`from pkg.train import step`).
+        unit.targets = [self._targets_seen.setdefault(t, t) for t in unit.targets]
         return unit.targets
 
     def _can_step(self, module: str, name: str) -> bool:
@@ -270,7 +290,8 @@ class Project:
             if split is None or split[0] == importer or not split[1]:
                 return None
             module, rest = split
-            again = next((i for i in self.units[module].imports if i.local == rest[0] and i.name is not None), None)
+            imports = self.units[module].imports if module in self.units else self.imports.get(module, ())
+            again = next((i for i in imports if i.local == rest[0] and i.name is not None), None)
             if again is None:
                 return module, ".".join(rest)
             importer, qualified = module, ".".join([_joined(again.module, again.name or ""), *rest[1:]])
@@ -282,7 +303,7 @@ def _unit(path: str, given: str, texts: Mapping[str, str], facts: Optional[Mappi
     if known is None:
         text = texts[given]
         return Unit(path, text, imports_of(text))
-    return Unit(path, partial(texts.__getitem__, given), known.imports, known)
+    return Unit(path, None, known.imports, known, texts, given)
 
 
 def _subclasses(unit: Unit, local: str) -> bool:
