@@ -46,6 +46,29 @@ _LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, as
 _LEAF_TYPES = frozenset(t for base in _LEAVES for t in (base, *base.__subclasses__()))
 _VISITED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Import, ast.ImportFrom,
                       ast.Assign, ast.AnnAssign, ast.AugAssign})
+# Fields that hold no node worth walking (names, flags, expression contexts, operators).
+_NO_NODES = frozenset({"ctx", "op", "name", "id", "attr", "arg", "type_comment", "kind", "level", "module",
+                       "conversion", "simple", "is_async"})
+_FIELDS: dict[type, tuple[str, ...]] = {}  # node type -> its fields that may hold one
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    """ast.iter_child_nodes without the leaves, by a table of each type's fields (a third of a
+    scan's time went to iter_child_nodes and iter_fields)."""
+    kind = type(node)
+    fields = _FIELDS.get(kind)
+    if fields is None:
+        fields = _FIELDS[kind] = tuple(f for f in kind._fields if f not in _NO_NODES)
+    found: list[ast.AST] = []
+    for name in fields:
+        value = getattr(node, name, None)
+        if type(value) is list:
+            found += [v for v in value if isinstance(v, ast.AST) and type(v) not in _LEAF_TYPES]
+        elif isinstance(value, ast.AST) and type(value) not in _LEAF_TYPES:
+            found.append(value)
+    return found
+
+
 # Characters str.splitlines() takes for line ends and CPython does not: with one of them in the
 # text, the engine's chunks count lines differently, so the text is left whole.
 ODD_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -184,7 +207,7 @@ class Scan:
             if kind is ast.BinOp and type(node.op) is ast.Mod:  # type: ignore[attr-defined]
                 self._modulo(node)  # type: ignore[arg-type]
             within = node.name if kind is ast.ClassDef else None  # type: ignore[attr-defined]
-            children = (child for child in ast.iter_child_nodes(node) if type(child) not in _LEAF_TYPES)
+            children = _children(node)
             if inner and inner != owner:  # a function: each statement of its body is where its facts are
                 tops = {id(s): (first_line(s) + offset, (s.end_lineno or 0) + offset) for s in node.body}  # type: ignore[attr-defined]
                 stack.extend((child, inner, within, tops.get(id(child))) for child in children)
