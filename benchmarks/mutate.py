@@ -39,6 +39,12 @@ Loops:
 - second-optimizer-same-parameters: an optimizer built once over one module's parameters gets a
   twin of the same class over the same parameters, built right after it, which steps right
   after the loop's step: one backward applied twice to the same weights (issue 47: ZG001)
+- epoch-start-clear: in a loop whose every clear and some step of the target sit under an
+  accumulation test, inside an enclosing (epoch) loop, the clears move to the start of the
+  enclosing loop's iteration: right after a reset of a counter the window tests (`step = 0`) when
+  one comes before the loop, else right before the statement holding the loop. Gradients are
+  then cleared once per epoch, and each window's step applies every earlier window's gradients
+  again (issue 47, rules.md v3 LEAK: ZG001 or ZG004)
 Functions (a backward, clear and step outside any loop of their own):
 - function-clear-before-step: the clear moves to just before the step (ZG002)
 - function-delete-clear: a step function (`train_step`, `update`, ... nobody here calls) loses
@@ -53,7 +59,10 @@ Two loops in sequence (a function or module body):
 - two-phase-drop-clear: L1 clears before its backward and so ends with gradients in place; a
   clear between L1 and L2 is all that protects L2, which clears only after its step; the mutant
   deletes that clear (ZG004 or ZG001 at L2's step)
-Two GAN losses: remove-detach (ZG006), clear-before-other-backward (ZG006), below.
+Two GAN losses: remove-detach (ZG006), clear-before-other-backward (ZG006), below; and
+remove-detach-phased (ZG006): remove-detach in a site that clears every optimizer, then
+backpropagates every loss, then steps every optimizer (issue 47), whatever the order of the steps
+(remove-detach is then not made there).
 Classes whose hooks a framework calls (scope: the framework; benchmarks/hook_mutants.py):
 hook-clear-between (ZG002), hook-clear-every-batch (ZG003), hook-drop-clear (ZG001).
 For each detected mutant it also asks whether a fix is offered (fixable) and whether `--fix` then
@@ -106,6 +115,8 @@ Finding = Any  # zerograd's Finding (code, line, fix): its module is not part of
 Row = tuple[str, str]  # (kind, scope)
 WINDOW_SETTING = "window-setting-every-call"
 SECOND_OPTIMIZER = "second-optimizer-same-parameters"
+EPOCH_START = "epoch-start-clear"
+PHASED = "remove-detach-phased"
 HOOKED = re.compile(r"(?:LightningModule|Callback|Trainer)\b")  # a class a framework may call (hook_mutants.py)
 # rules.md v3: ZG001 and ZG004 name one bug (old gradients reach a step, STALE or LEAK); ZG004 is
 # for a loop where some path clears (a possible clear the mutant left, a `continue`), so either
@@ -124,12 +135,14 @@ ROWS: dict[Row, tuple[str, ...]] = {
     ("clear-one-module", "loop"): LEAK,
     ("build-over-one-more-module", "loop"): LEAK,
     (SECOND_OPTIMIZER, "loop"): ("ZG001",),
+    (EPOCH_START, "loop"): LEAK,
     ("function-clear-before-step", "function"): ("ZG002",),
     ("function-delete-clear", "function"): ("ZG005",),
     (WINDOW_SETTING, "function"): ("ZG003",),
     ("two-phase-drop-clear", "function"): ("ZG004", "ZG001"),
     ("two-phase-drop-clear", "module"): ("ZG004", "ZG001"),
     ("remove-detach", "loop"): ("ZG006",),
+    (PHASED, "loop"): ("ZG006",),
     ("clear-before-other-backward", "loop"): ("ZG006",),
     **{(CLEAR_BETWEEN, t.name): ("ZG002",) for t in TARGETS if t.between[0]},
     **{(EVERY_BATCH, t.name): ("ZG003",) for t in TARGETS if t.every_batch[0]},
@@ -260,6 +273,48 @@ def loop_mutants(file: File, site: Site) -> Iterator[Optional[Mutant]]:
     yield _clear_one_module(file, site)
     yield _build_over_one_more(file, site)
     yield _second_optimizer(file, site)
+    yield _epoch_start_clear(file, site)
+
+
+def _epoch_start_clear(file: File, site: Site) -> Optional[Mutant]:
+    """The window's clears move to the start of the enclosing loop's iteration (EPOCH_START)."""
+    clears = site.clears()
+    if not clears or not all(_accumulated(line) and line.movable for line in clears):
+        return None
+    if not any(_accumulated(line) for line in site.steps()):
+        return None
+    found = _enclosing_loop(file, site.node)
+    if found is None:
+        return None
+    body, top = found
+    counters = {code(n) for line in clears for condition in line.conditions for n in _walk(condition.test)
+                if isinstance(n, (cst.Name, cst.Attribute))}
+    resets = [s for s in body[:index_of(body, top)] if isinstance(s, cst.SimpleStatementLine)
+              and any(isinstance(a, cst.Assign) and isinstance(a.value, cst.Integer) and a.value.value == "0"
+                      and any(code(t.target) in counters for t in a.targets) for a in s.body)]
+    edit = Edit({id(line.node) for line in clears})
+    if resets:
+        new = edit.insert(resets[-1], moved(clears[0].node), after=True)
+        where = f"beside the reset `{code(resets[-1]).strip()}`"
+    else:
+        new = edit.insert(top, moved(clears[0].node))
+        where = "at the start of the enclosing loop's iteration"
+    return file.mutant(EPOCH_START, "loop", site.node, edit, f"clear {site.target} {where}", [new])
+
+
+def _enclosing_loop(file: File, node: cst.CSTNode) -> Optional[tuple[list[cst.CSTNode], cst.CSTNode]]:
+    """The body of the innermost loop around `node` in its function (or the module), and the
+    statement of that body holding `node`."""
+    scope = _scope_of(file, node) or file.module
+    first, last = file.span(node)
+    loops = [n for n in _nodes_of(scope) if isinstance(n, (cst.For, cst.While)) and n is not node
+             and isinstance(n.body, cst.IndentedBlock) and file.span(n)[0] < first and last <= file.span(n)[1]]
+    if not loops:
+        return None
+    loop = max(loops, key=lambda n: file.span(n)[0])
+    body = list(loop.body.body)
+    top = next((s for s in body if file.span(s)[0] <= first and last <= file.span(s)[1]), None)
+    return (body, top) if top is not None else None
 
 
 def _built_over_several(module: cst.Module) -> dict[str, tuple[list[str], Optional[cst.FunctionDef]]]:
@@ -652,7 +707,10 @@ def contamination_mutants(file: File, site: Site, holders: dict[str, set[str]]) 
     others = [i for i, line in enumerate(lines) if line.steps and target not in line.steps]
     step = steps[0]
     hoist = None
-    if max(clears) > backward[0]:
+    # Clear all, then backpropagate all, then step all (issue 47): whose loss a step applies
+    # does not depend on the order of the steps.
+    phased = max(clears) < backward[0] and min(steps + others) > backward[-1] and bool(others)
+    if not phased and max(clears) > backward[0]:
         # The usual order (DCGAN's: the generator cleared after the discriminator's step, so its
         # loss may reach the generator): hoisting that clear to the top is still correct while
         # the output stays detached; the mutant does both.
@@ -665,7 +723,7 @@ def contamination_mutants(file: File, site: Site, holders: dict[str, set[str]]) 
         if not isinstance(line.node, cst.SimpleStatementLine) or not made:
             continue
         new = line.node.visit(_Undetach(made))
-        later = [j for j in backward if i <= j < step and any(j < k < step for k in others)]
+        later = [j for j in backward if i <= j and (phased or j < step and any(j < k < step for k in others))]
         if new.deep_equals(line.node) or not later:
             continue
         # The graph through the module is now backpropagated twice: the first backward keeps it
@@ -683,7 +741,7 @@ def contamination_mutants(file: File, site: Site, holders: dict[str, set[str]]) 
             edit.delete.add(id(first))
             edit.insert(first, first.visit(_Retain()))  # type: ignore[arg-type]
         edit.insert(line.node, new)  # type: ignore[arg-type]
-        yield file.mutant("remove-detach", "loop", site.node, edit, described, [new])
+        yield file.mutant(PHASED if phased else "remove-detach", "loop", site.node, edit, described, [new])
         break
     if len(clears) == 1 and clears[0] < backward[0] and lines[clears[0]].movable and len(steps) == 1:
         after = [j for j in backward if j > step and any(k > j for k in others)
