@@ -31,6 +31,21 @@ def test_module_names_follow_packages(tmp_path: Path) -> None:
     assert index.module(train, "missing") is None
 
 
+def test_a_name_in_two_trees_is_the_importer_s_own(tmp_path: Path) -> None:
+    """Resolved by the files a name could be (no table of every module's name, issue 43): each
+    tree's `pkg.util` for its own scripts; a folder that is no package is no part of a name."""
+    names = ("a/pkg/__init__.py", "a/pkg/util.py", "a/train.py", "b/pkg/__init__.py", "b/pkg/util.py", "b/train.py",
+             "c/tools/util.py")
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    index = Index(str(tmp_path / n) for n in names)
+    assert index.module(str(tmp_path / "a/train.py"), "pkg.util") == str(tmp_path / "a/pkg/util.py")
+    assert index.module(str(tmp_path / "b/train.py"), "pkg.util") == str(tmp_path / "b/pkg/util.py")
+    assert index.module(str(tmp_path / "c/tools/util.py"), "util") == str(tmp_path / "c/tools/util.py")
+    assert index.module(str(tmp_path / "a/train.py"), "tools.util") is None  # `tools` is no package
+
+
 def test_bad_modules_in_a_group_keep_their_own_findings(tmp_path: Path) -> None:
     """A syntax error, undecodable bytes and an import cycle: each module still gets its result."""
     (tmp_path / "steps.py").write_text("import torch\nimport train\n\ndef backprop(loss):\n    loss.backward()\n")
