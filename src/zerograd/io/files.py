@@ -384,7 +384,7 @@ def _state(given: dict[str, str], stored: _Stored) -> str:
 
     for absolute in given:
         import_root(os.path.dirname(absolute), is_package)
-    lines = chain((f"{a}\0{stored.hashes[p]}" for a, p in sorted(given.items())),
+    lines = chain((f"{a}\0{stored.hashes[given[a]]}" for a in sorted(given)),
                   (f"{folder}\0{flag}" for folder, flag in sorted(packages.items())))
     digest = hashlib.sha256(next(lines, "").encode())
     for line in lines:
