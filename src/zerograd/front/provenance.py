@@ -8,7 +8,8 @@ module frozen with `requires_grad_(False)`, a `p.requires_grad = False` loop ove
 parameters, or a `set_requires_grad(nets, False)` helper is left out of every backward until it
 is unfrozen. A value read from outside the scope (a parameter, an attribute, a call of a
 method of ours) may carry anything: it is *opaque*, which never proves that a loss reaches only
-some modules. Branches are read one after the other (a may-analysis: later definitions win).
+some modules; but what a loop that calls a backward iterates (a loader handed in) is data, which
+no module made. Branches are read one after the other (a may-analysis: later definitions win).
 """
 
 from __future__ import annotations
@@ -70,7 +71,12 @@ class Tracer:
         elif isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             return  # a scope of its own
         elif isinstance(node, cst.For):
-            self._bind(node.target, self.value(node.iter))
+            batches = self.value(node.iter)
+            if batches.opaque and not batches.modules and _trains(node.body):
+                # What a training loop iterates is data: a loader's batches are tensors that no
+                # module made (issue 45; a collection of the scope's own outputs keeps its reach).
+                batches = CLEAN
+            self._bind(node.target, batches)
             self._freezing_loop(node)
             self.block(block_of(node.body))
             if node.orelse is not None:
@@ -225,6 +231,19 @@ def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
             found.append(current)
         pending.extend(current.children)
     return found
+
+
+def _trains(body: cst.CSTNode) -> bool:
+    """Whether a loop body calls `.backward(`."""
+    pending: list[cst.CSTNode] = [body]
+    while pending:
+        current = pending.pop()
+        if (isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute)
+                and current.func.attr.value in ("backward", "manual_backward")):
+            return True
+        if not isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            pending.extend(current.children)
+    return False
 
 
 def _flag(node: Optional[cst.BaseExpression], default: Optional[bool]) -> Optional[bool]:
