@@ -236,7 +236,8 @@ class Analyzer:
             has_clear = around is not None and around.may_clear(target, self.program.links_of(fid))
             partial = around.partial if around is not None else None
             part, keeps = around.parts.get(target, (None, "")) if around is not None else (None, "")
-            found = judge_step(chain, label, states, target, has_clear, partial, part, keeps)
+            looped = graph.loop_around(chain[0])[1] is not None  # a loop of its own, not a step function's repeat
+            found = judge_step(chain, label, states, target, has_clear, partial, part, keeps, looped)
             verdicts.extend(v._replace(note=_backward_before(graph, chain[0])) if v.kind == "leaked_in" else v
                             for v in found)
             verdicts.extend(judge_contamination(chain, label, states, target, self.program.links_of(fid)))

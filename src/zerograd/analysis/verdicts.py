@@ -24,9 +24,11 @@ class Verdict(NamedTuple):
 
 
 def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_clear: bool,
-               partial: Optional[Chain] = None, part: Optional[Chain] = None, modules: str = "") -> list[Verdict]:
+               partial: Optional[Chain] = None, part: Optional[Chain] = None, modules: str = "",
+               looped: bool = False) -> list[Verdict]:
     """`partial`: a write of one parameter's .grad near the step; `part`: a clear of only some of
-    the optimizer's sets, `modules` (both name the clear that leaves the rest stale)."""
+    the optimizer's sets, `modules` (both name the clear that leaves the rest stale); `looped`:
+    the step is in a loop of its scope."""
     found = []
     removals = {s.removed for s in incoming if s.removed is not None}
     # LOST: a clear removed what an accumulation window held for this step (ZG003).
@@ -59,6 +61,12 @@ def judge_step(chain: Chain, label: str, incoming: set[State], target: str, has_
             found.append(Verdict("partially_cleared", chain, target, label, partial[0]))
         else:
             found.append(Verdict(kind, chain, target, label))
+    # Every path brings only what an earlier step of this pass applied, and nothing new
+    # (`opt.step(); opt.step()`): this step applies it again (the oracle's STALE). In a loop
+    # only: an optimizer's test steps one gradient again on purpose (classy_vision's).
+    if looped and incoming and not leaking and all(s.stale and not s.pending and s.read.recent and not s.read.twice
+                                        for s in incoming):
+        found.append(Verdict("stepped_twice", chain, target, label))
     # EMPTY: on every path the step applies nothing, and some path's clear removed what it would have.
     discards: list[Chain] = []
     if not any(s.pending for s in incoming):
