@@ -102,8 +102,19 @@ def shift(facts: Facts, effect: BackEffect) -> Facts:
     return frozenset(kept)
 
 
+_CALL = re.compile(r"[\w\])]\s*\(")  # `f(`, `a.b(`, `x[0](`; not a parenthesised part `(i + 1) % k`
+
+
 def _mentions(key: str, names: frozenset[str]) -> bool:
-    # An attribute may be changed by any call (`accelerator.sync_gradients`): only facts about
-    # local names are known to hold until the loop assigns them.
+    # An attribute of another object may be changed by any call (`accelerator.sync_gradients`
+    # by `accelerator.backward()`): only facts about local names and the object's own settings
+    # (`self.delay`, REDQ's `(i + 1) % self.policy_update_delay == 0 or i == n - 1`) are known
+    # to hold until the loop assigns them.
     words = set(re.findall(r"[A-Za-z_][A-Za-z_0-9.]*", key))
-    return "(" in key or "[" in key or any("." in w or w in names for w in words)
+    return _CALL.search(key) is not None or "[" in key or any(
+        w in names or w.split(".")[0] in names or ("." in w and not _own_setting(w, names)) for w in words)
+
+
+def _own_setting(word: str, names: frozenset[str]) -> bool:
+    """`self.x`, which the loop does not assign (nor any `self.x.y` under it)."""
+    return word.count(".") == 1 and word.startswith("self.") and not any(n.startswith(word) for n in names)
