@@ -116,5 +116,6 @@ def _mentions(key: str, names: frozenset[str]) -> bool:
 
 
 def _own_setting(word: str, names: frozenset[str]) -> bool:
-    """`self.x`, which the loop does not assign (nor any `self.x.y` under it)."""
-    return word.count(".") == 1 and word.startswith("self.") and not any(n.startswith(word) for n in names)
+    """`self.x` (or `self.x.y`), when the loop assigns nothing of `self.x`."""
+    own = ".".join(word.split(".")[:2])
+    return word.startswith("self.") and not any(n == own or n.startswith(own + ".") for n in names)

@@ -6,6 +6,8 @@ uses them, none of them knows about events.
 
 from __future__ import annotations
 
+import re
+
 from collections.abc import Iterable, Sequence
 from typing import Optional, Union
 
@@ -24,12 +26,19 @@ Statement = Union[cst.BaseStatement, cst.BaseSmallStatement]
 
 
 def text_of(node: cst.CSTNode) -> str:
-    """Source text of an expression without any whitespace (a stable key)."""
+    """Source text of an expression without whitespace (a stable key), but one space between
+    two words (`i == n if a else b`: `n if a` glued as `nifa` read as one name)."""
     if type(node) is cst.Name:
         return node.value
     if type(node) is cst.Attribute and not node.lpar:
         return f"{text_of(node.value)}.{node.attr.value}"
-    return "".join(_EMPTY_MODULE.code_for_node(node).split())
+    code = _EMPTY_MODULE.code_for_node(node)
+    if " " in code or "\n" in code:
+        code = "".join(_BETWEEN_WORDS.sub("\0", code).split()).replace("\0", " ")
+    return code
+
+
+_BETWEEN_WORDS = re.compile(r"(?<=\w)\s+(?=\w)")
 
 
 def receiver_key(node: cst.BaseExpression) -> str:
