@@ -7,7 +7,6 @@ uses them, none of them knows about events.
 from __future__ import annotations
 
 import re
-
 from collections.abc import Iterable, Sequence
 from typing import Optional, Union
 
