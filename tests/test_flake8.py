@@ -90,7 +90,7 @@ def test_flake8_stdin_with_display_name() -> None:
 
 
 def test_flake8_plugin_option_registered() -> None:
-    source = b"for b in loader:\n    loss.backward()\n    trainer_thing.step()\n    trainer_thing.step()\n"
+    source = b"for b in loader:\n    loss.backward()\n    trainer_thing.step()\n"
     plain = flake8("-", stdin=source)
     configured = flake8("--zerograd-optimizer-names", "trainer_thing", "-", stdin=source)
     assert plain.stdout == b""
