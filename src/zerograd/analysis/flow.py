@@ -18,8 +18,8 @@ from typing import NamedTuple, Optional
 
 from .conditions import Facts, assume, counted, shift
 from .graph import ArmEffect, BackEffect, Chain, EnterEffect, ExitEffect, RaiseEffect
-from .keys import covers, related, shares, unrelated, within
-from .model import Event, Kind
+from .keys import covers, related, shares, unit_window, unrelated, within
+from .model import Event, Kind, Test
 
 # Why gradients no step applied passed a step of their optimizer: nothing, a branch not taken, an
 # accumulation condition, a partial window left by a loop, or a jump (`continue`, `return`) that
@@ -354,6 +354,12 @@ def cross(effect: object, s: State, target: str) -> Optional[State]:
     return s
 
 
+def _size_knob(test: Test) -> bool:
+    """A knob on a window's size (`if accum == 1: opt.zero_grad()`): it chooses the window, not
+    whether gradients are cleared; at the other sizes nothing clears them (issue 47)."""
+    return test.key is not None and unit_window(test.key, True) is not None
+
+
 def _micro_for(steps: frozenset[str], target: str) -> bool:
     """A loop that backpropagates and never steps `target` accumulates for it (a GAN loop that
     steps only the generator is a micro-batch loop for the discriminator's optimizer)."""
@@ -389,7 +395,7 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
     here = effect.summaries[arm]
     elsewhere = [c for c in (sm.clear_of(target) for sm in effect.summaries) if c is not None]
     if (test is not None and (test.invariant or test.dispatch) and here.clear_of(target) is None and elsewhere
-            and target not in here.steps):
+            and target not in here.steps and not _size_knob(test)):
         # A knob that turns the clear off does so in every iteration: the user's configuration,
         # not a path that skips it; nor is the fall-through of a dispatch on a parameter's values.
         # An arm that steps the optimizer itself is a whole training mode of its own (DANN's
