@@ -287,7 +287,7 @@ def _epoch_start_clear(file: File, site: Site) -> Optional[Mutant]:
     if found is None:
         return None
     body, top = found
-    counters = {code(n) for line in clears for condition in line.conditions for n in _walk(condition.test)
+    counters = {code(n) for line in clears for condition in line.conditions for n in _nodes_of(condition.test)
                 if isinstance(n, (cst.Name, cst.Attribute))}
     resets = [s for s in body[:index_of(body, top)] if isinstance(s, cst.SimpleStatementLine)
               and any(isinstance(a, cst.Assign) and isinstance(a.value, cst.Integer) and a.value.value == "0"
@@ -614,10 +614,11 @@ def _configured_window(line: Line) -> bool:
     for condition in line.conditions:
         if not accumulates(condition):
             continue
-        modulos = [n for n in _walk(condition.test) if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)]
+        modulos = [n for n in _nodes_of(condition.test)
+                   if isinstance(n, cst.BinaryOperation) and isinstance(n.operator, cst.Modulo)]
         if any(not isinstance(m.right, cst.Integer) for m in modulos):
             return True
-        if not modulos and not any(isinstance(n, cst.Integer) for n in _walk(condition.test)):
+        if not modulos and not any(isinstance(n, cst.Integer) for n in _nodes_of(condition.test)):
             return True
     return False
 
@@ -632,18 +633,12 @@ def two_phase_mutants(file: File) -> Iterator[Optional[Mutant]]:
 # --- two optimizers: another's loss in this one's parameters (ZG006) -------------------------
 
 
-def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-    yield node
-    for child in node.children:
-        yield from _walk(child)
-
-
 def _holders(module: cst.Module) -> dict[str, set[str]]:
     """`opt_g = Adam(G.parameters())` -> {"opt_g": {"G"}}: the modules each optimizer holds, by text."""
     found: dict[str, set[str]] = {}
-    for node in _walk(module):
+    for node in _nodes_of(module):
         if isinstance(node, cst.Assign) and len(node.targets) == 1 and isinstance(node.value, cst.Call):
-            owners = {code(c.func.value) for c in _walk(node.value) if isinstance(c, cst.Call)
+            owners = {code(c.func.value) for c in _nodes_of(node.value) if isinstance(c, cst.Call)
                       and isinstance(c.func, cst.Attribute) and c.func.attr.value in ("parameters", "named_parameters")}
             if owners:
                 found.setdefault(code(node.targets[0].target), set()).update(owners)
@@ -651,14 +646,14 @@ def _holders(module: cst.Module) -> dict[str, set[str]]:
 
 
 def _calls_module(node: cst.CSTNode, modules: set[str]) -> bool:
-    return any(isinstance(c, cst.Call) and code(c.func) in modules for c in _walk(node))
+    return any(isinstance(c, cst.Call) and code(c.func) in modules for c in _nodes_of(node))
 
 
 def _outputs(lines: Sequence[Line], modules: set[str]) -> set[str]:
     """Names assigned from a call of one of `modules` (`fake = G(z)`)."""
     names = set()
     for line in lines:
-        for node in _walk(line.node):
+        for node in _nodes_of(line.node):
             if isinstance(node, cst.Assign) and _calls_module(node.value, modules):
                 names |= {t.target.value for t in node.targets if isinstance(t.target, cst.Name)}
     return names
@@ -756,11 +751,11 @@ def contamination_mutants(file: File, site: Site, holders: dict[str, set[str]]) 
 
 def _loss_calls(lines: Sequence[Line], j: int, modules: set[str]) -> bool:
     """The loss of backward line `j` is assigned earlier in the site from a call of `modules`."""
-    losses = {n.func.value.value for n in _walk(lines[j].node) if isinstance(n, cst.Call)
+    losses = {n.func.value.value for n in _nodes_of(lines[j].node) if isinstance(n, cst.Call)
               and isinstance(n.func, cst.Attribute) and n.func.attr.value == "backward" and isinstance(n.func.value, cst.Name)}
     return bool(losses) and any(
         isinstance(n, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value in losses for t in n.targets)
-        and _calls_module(n.value, modules) for line in lines[:j] for n in _walk(line.node))
+        and _calls_module(n.value, modules) for line in lines[:j] for n in _nodes_of(line.node))
 
 
 # --- measuring ------------------------------------------------------------------------------

@@ -134,7 +134,7 @@ def _contaminations(window: Window, target: str, mine: frozenset[str],
 
 def _mine_only(event: Event, mine: frozenset[str], theirs: Optional[frozenset[str]]) -> bool:
     """A loss that reaches only `mine`, none of what the optimizer that stepped first holds."""
-    return theirs is not None and bool(theirs) and _own_loss(event, mine, theirs)
+    return bool(theirs) and _own_loss(event, mine, theirs or frozenset())
 
 
 def _touches(modules: frozenset[str], held: frozenset[str]) -> bool:

@@ -24,6 +24,9 @@ _TARGETED = frozenset({cst.Assign, cst.AugAssign, cst.AnnAssign, cst.For, cst.Wi
 Statement = Union[cst.BaseStatement, cst.BaseSmallStatement]
 
 
+_BETWEEN_WORDS = re.compile(r"(?<=\w)\s+(?=\w)")  # whitespace a key keeps (as one space)
+
+
 def text_of(node: cst.CSTNode) -> str:
     """Source text of an expression without whitespace (a stable key), but one space between
     two words (`i == n if a else b`: `n if a` glued as `nifa` read as one name)."""
@@ -36,8 +39,6 @@ def text_of(node: cst.CSTNode) -> str:
         code = "".join(_BETWEEN_WORDS.sub("\0", code).split()).replace("\0", " ")
     return code
 
-
-_BETWEEN_WORDS = re.compile(r"(?<=\w)\s+(?=\w)")
 
 
 def receiver_key(node: cst.BaseExpression) -> str:

@@ -27,6 +27,7 @@ CLEAN = Reach(frozenset(), frozenset(), False)
 OPAQUE = Reach(frozenset(), frozenset(), True)
 # Methods whose result carries no autograd graph: what they are called on is cut off.
 _DETACHING = frozenset({"detach", "detach_", "item", "tolist", "numpy", "data"})
+_BACKWARD = ("backward", "manual_backward")  # methods that backpropagate a loss
 NO_GRAD = frozenset({"no_grad", "inference_mode"})  # context managers under which nothing is recorded
 
 Key = Callable[[cst.BaseExpression], str]
@@ -125,7 +126,7 @@ class Tracer:
         for call in _calls_in(node):
             func = call.func
             name = func.attr.value if isinstance(func, cst.Attribute) else dotted(func) or ""
-            if isinstance(func, cst.Attribute) and name in ("backward", "manual_backward"):
+            if isinstance(func, cst.Attribute) and name in _BACKWARD:
                 self.found[id(call)] = self._unfrozen(self.value(loss_of(call, func)))
             elif name.endswith("autograd.backward") and call.args:
                 self.found[id(call)] = self._unfrozen(self.value(call.args[0].value))
@@ -219,13 +220,14 @@ def _elements(node: cst.CSTNode) -> list[cst.BaseElement]:
     return []
 
 
-def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
-    """Calls in a small statement, not inside lambdas (their bodies run elsewhere)."""
+def _calls_in(node: cst.CSTNode, elsewhere: tuple[type[cst.CSTNode], ...] = (cst.Lambda,)) -> list[cst.Call]:
+    """Calls in `node`, not inside lambdas (or the other `elsewhere` nodes): their bodies run
+    elsewhere."""
     found: list[cst.Call] = []
     pending: list[cst.CSTNode] = [node]
     while pending:
         current = pending.pop()
-        if isinstance(current, cst.Lambda):
+        if isinstance(current, elsewhere):
             continue
         if isinstance(current, cst.Call):
             found.append(current)
@@ -234,16 +236,9 @@ def _calls_in(node: cst.CSTNode) -> list[cst.Call]:
 
 
 def _trains(body: cst.CSTNode) -> bool:
-    """Whether a loop body calls `.backward(`."""
-    pending: list[cst.CSTNode] = [body]
-    while pending:
-        current = pending.pop()
-        if (isinstance(current, cst.Call) and isinstance(current.func, cst.Attribute)
-                and current.func.attr.value in ("backward", "manual_backward")):
-            return True
-        if not isinstance(current, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            pending.extend(current.children)
-    return False
+    """Whether a loop body calls `.backward(` (not in a def or class of its own)."""
+    return any(isinstance(call.func, cst.Attribute) and call.func.attr.value in _BACKWARD
+               for call in _calls_in(body, (cst.Lambda, cst.FunctionDef, cst.ClassDef)))
 
 
 def _flag(node: Optional[cst.BaseExpression], default: Optional[bool]) -> Optional[bool]:

@@ -38,37 +38,11 @@ from ..knowledge.optimizers import (
 )
 from .lines import LINE
 from .outline import Outline, closure
+from .pytree import children, dotted, first_line, qualify, signature
 from .size import check_lines
 
-# Nodes with nothing to record under them (a Call reads its own name and arguments).
-_LEAVES = (ast.Name, ast.Constant, ast.expr_context, ast.operator, ast.cmpop, ast.unaryop, ast.boolop)
-# By exact type, as the walk tests them (an isinstance() per node and base costs more).
-_LEAF_TYPES = frozenset(t for base in _LEAVES for t in (base, *base.__subclasses__()))
 _VISITED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Import, ast.ImportFrom,
                       ast.Assign, ast.AnnAssign, ast.AugAssign})
-# Fields that hold no node worth walking (names, flags, expression contexts, operators).
-_NO_NODES = frozenset({"ctx", "op", "name", "id", "attr", "arg", "type_comment", "kind", "level", "module",
-                       "conversion", "simple", "is_async"})
-_FIELDS: dict[type, tuple[str, ...]] = {}  # node type -> its fields that may hold one
-
-
-def _children(node: ast.AST) -> list[ast.AST]:
-    """ast.iter_child_nodes without the leaves, by a table of each type's fields (a third of a
-    scan's time went to iter_child_nodes and iter_fields)."""
-    kind = type(node)
-    fields = _FIELDS.get(kind)
-    if fields is None:
-        fields = _FIELDS[kind] = tuple(f for f in kind._fields if f not in _NO_NODES)
-    found: list[ast.AST] = []
-    for name in fields:
-        value = getattr(node, name, None)
-        if type(value) is list:
-            found += [v for v in value if isinstance(v, ast.AST) and type(v) not in _LEAF_TYPES]
-        elif isinstance(value, ast.AST) and type(value) not in _LEAF_TYPES:
-            found.append(value)
-    return found
-
-
 # Characters str.splitlines() takes for line ends and CPython does not: with one of them in the
 # text, the engine's chunks count lines differently, so the text is left whole.
 ODD_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -197,7 +171,7 @@ class Scan:
             self.starts.append(first_line(statement) + offset)
             if isinstance(statement, ast.ClassDef):
                 self.bases.setdefault(statement.name, []).extend(
-                    (_dotted(b), isinstance(b, ast.Name)) for b in statement.bases)
+                    (dotted(b), isinstance(b, ast.Name)) for b in statement.bases)
         stack: list[tuple[ast.AST, int, Optional[str], Optional[Lines]]] = (
             [(node, 0, None, None) for node in tree.body] if walk else [])
         while stack:
@@ -207,12 +181,12 @@ class Scan:
             if kind is ast.BinOp and type(node.op) is ast.Mod:  # type: ignore[attr-defined]
                 self._modulo(node)  # type: ignore[arg-type]
             within = node.name if kind is ast.ClassDef else None  # type: ignore[attr-defined]
-            children = _children(node)
+            below = children(node)
             if inner and inner != owner:  # a function: each statement of its body is where its facts are
                 tops = {id(s): (first_line(s) + offset, (s.end_lineno or 0) + offset) for s in node.body}  # type: ignore[attr-defined]
-                stack.extend((child, inner, within, tops.get(id(child))) for child in children)
+                stack.extend((child, inner, within, tops.get(id(child))) for child in below)
             else:
-                stack.extend((child, inner, within, top) for child in children)
+                stack.extend((child, inner, within, top) for child in below)
 
     def visit(self, node: ast.AST, owner: int, cls: Optional[str] = None, top: Optional[Lines] = None) -> int:
         """Record what `node` tells about the function `owner` (0: none), a statement of class
@@ -221,7 +195,7 @@ class Scan:
             self._fact(owner, top)  # a nested def is a fact of its enclosing function
             shift = self.offset
             self.functions.append(Def(node.name, node.lineno + shift, node.body[0].lineno + shift,
-                                      (node.end_lineno or 0) + shift, node.body[0].col_offset, _signature(node)))
+                                      (node.end_lineno or 0) + shift, node.body[0].col_offset, signature(node)))
             key = len(self.functions)
             if cls is not None:
                 self.members[cls][0].append(key)
@@ -252,7 +226,7 @@ class Scan:
             if any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in targets):
                 self.events.add(owner)
             if not isinstance(node, ast.AugAssign) and isinstance(node.value, ast.Call):
-                self.assigned.append((owner, _dotted(node.value.func)))
+                self.assigned.append((owner, dotted(node.value.func)))
                 self.assigned_in.append(top)
             self._count(targets, node.value, owner, node)
         return owner
@@ -260,7 +234,7 @@ class Scan:
     def _modulo(self, node: ast.BinOp) -> None:
         """`self.n % k`, `(self.n + c) % k`: `self.n` is tested modularly."""
         left = node.left.left if isinstance(node.left, ast.BinOp) else node.left
-        name = _qualify(_dotted(left), {})
+        name = qualify(dotted(left), {})
         if name is not None and name.startswith("self."):
             self.moduli.add(name)
 
@@ -304,12 +278,12 @@ class Scan:
         """Assignments of `self.x` (counters.Counters.record): those of a wrapping or a stepped
         counter are events."""
         for target in targets:
-            name = _qualify(_dotted(target), {})
+            name = qualify(dotted(target), {})
             if name is None or not name.startswith("self."):
                 continue
             self.counts.append((owner, name))
             left = value.left if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mod) else None
-            if isinstance(left, ast.BinOp) and _qualify(_dotted(left.left), {}) == name:
+            if isinstance(left, ast.BinOp) and qualify(dotted(left.left), {}) == name:
                 self.wraps.add(name)
             elif _steps(node, name):
                 self.steps.add(name)
@@ -348,7 +322,7 @@ class Scan:
     def outline(self) -> Outline:
         """What the project's plan reads of this module (plan.py), as plain data."""
         count = len(self.functions)
-        bases = {name: tuple((_qualify(b, self.aliases) or "", local and b is not None and b[0] not in self.aliases)
+        bases = {name: tuple((qualify(b, self.aliases) or "", local and b is not None and b[0] not in self.aliases)
                              for b, local in written) for name, written in self.bases.items()}
         return Outline(
             names=tuple(d.name for d in self.functions),
@@ -371,7 +345,7 @@ class Scan:
         kept = whole | self.facts
         held = {k: list(v) for k, v in self.held.items() if k not in whole}
         for (owner, callee), top in zip(self.assigned, self.assigned_in):
-            if owner not in whole and _records(_qualify(callee, self.aliases), self.classes):
+            if owner not in whole and _records(qualify(callee, self.aliases), self.classes):
                 kept.add(owner)
                 if top is None:
                     whole.add(owner)
@@ -408,24 +382,6 @@ class Scan:
                 if self.functions[m - 1].name == "__init__"}
 
 
-def _signature(node: Union[ast.FunctionDef, ast.AsyncFunctionDef]) -> str:
-    """The function's name and parameters as a header with nothing else (elision.py)."""
-    arguments = node.args
-    names = [a.arg for a in arguments.posonlyargs]
-    if names:
-        names.append("/")
-    names += [a.arg for a in arguments.args]
-    if arguments.vararg is not None:
-        names.append("*" + arguments.vararg.arg)
-    elif arguments.kwonlyargs:
-        names.append("*")
-    names += [a.arg for a in arguments.kwonlyargs]
-    if arguments.kwarg is not None:
-        names.append("**" + arguments.kwarg.arg)
-    prefix = "async def " if isinstance(node, ast.AsyncFunctionDef) else "def "
-    return f"{prefix}{node.name}({', '.join(names)})"
-
-
 def _records(qualified: Optional[str], classes: set[str]) -> bool:
     """An assignment from this callee is recorded by facts.py (Collector._assigned)."""
     if qualified is None:
@@ -435,36 +391,14 @@ def _records(qualified: Optional[str], classes: set[str]) -> bool:
             or is_foreign_autograd(qualified) or qualified in ("functools.partial", "partial") or qualified in classes)
 
 
-def _dotted(node: ast.expr) -> Optional[tuple[str, ...]]:
-    """`a.b.c` -> ("a", "b", "c"); None for anything but a dotted name."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    return (node.id, *reversed(parts)) if isinstance(node, ast.Name) else None
-
-
-def _qualify(dotted: Optional[tuple[str, ...]], aliases: dict[str, str]) -> Optional[str]:
-    """facts.ModuleInfo.qualify of a dotted name."""
-    if dotted is None:
-        return None
-    return ".".join([aliases.get(dotted[0], dotted[0]), *dotted[1:]])
-
-
 def _steps(node: ast.AST, name: str) -> bool:
     """`name += c`, `name -= c` or `name = name + c`, `c` an int literal (counters.counter_step)."""
     if isinstance(node, ast.AugAssign):
         op, value = node.op, node.value
     elif isinstance(node, ast.Assign) and isinstance(node.value, ast.BinOp):
         op, value = node.value.op, node.value.right
-        if _qualify(_dotted(node.value.left), {}) != name:
+        if qualify(dotted(node.value.left), {}) != name:
             return False
     else:
         return False
     return isinstance(op, (ast.Add, ast.Sub)) and isinstance(value, ast.Constant) and type(value.value) is int
-
-
-def first_line(statement: ast.stmt) -> int:
-    """The first line of a statement as CPython counts it: its first decorator's."""
-    decorators: list[ast.expr] = getattr(statement, "decorator_list", [])
-    return min([statement.lineno] + [d.lineno for d in decorators])
