@@ -36,10 +36,10 @@ def repository() -> Optional[str]:
 
 
 def rule_url(code: str) -> Optional[str]:
-    """The rule's page in the repository at this release's tag (`v0.1.0`): the page that
-    matches the installed code, whatever the default branch has become since."""
+    """The rule's page in the repository, on `main`: the repository has no release tags yet, and
+    a link must resolve (issue 48). `zerograd --explain` prints the installed version's page."""
     home = repository()
-    return None if home is None else f"{home}/blob/v{__version__}/{RULE_PAGES}/{code}.md"
+    return None if home is None else f"{home}/blob/main/{RULE_PAGES}/{code}.md"
 
 
 # What a terminal or a log reader acts on rather than shows: C0 and C1 controls and DEL (a newline
