@@ -77,6 +77,10 @@ class ZeroGradPlugin:
             yield 1, 0, f"ZG901 internal error: {type(error).__name__}: {error}".splitlines()[0], type(self)
             return
         ignored = config.ignored_for(self.filename) if config is not None else ()
+        if findings:  # flake8 reads its own `# flake8: noqa`, not ruff's file-level forms
+            from .io.suppress import file_exempt
+
+            ignored += file_exempt(self.lines)
         for finding in findings:
             if not (ignored and finding.code.startswith(ignored)):
                 yield finding.line, finding.col, f"{finding.code} {finding.message}", type(self)
