@@ -73,3 +73,20 @@ def test_ruff_codes_keep_the_others(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("# ruff: noqa: ZG001\n" + ZG002 + BUG.replace("import torch\n", ""))
     found = run("zerograd", "a.py", cwd=tmp_path).stdout
     assert " ZG002 " in found and " ZG001 " not in found
+
+
+def test_stdin_reads_the_config_of_the_file_it_stands_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ZEROGRAD_CACHE_DIR")  # where the project puts its cache is under test
+    project, elsewhere = tmp_path / "proj", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (project / "pyproject.toml").write_text('[tool.zerograd]\nper-file-ignores = {"train.py" = ["ZG001"]}\n')
+    (project / "train.py").write_text(BUG)
+    (project / "other.py").write_text(BUG)
+    for name in (str(project / "train.py"), "../proj/train.py"):
+        found = run("zerograd", "-", "--stdin-filename", name, cwd=elsewhere, stdin=BUG.encode())
+        assert (found.returncode, found.stdout) == (0, ""), name
+    other = run("zerograd", "-", "--stdin-filename", "../proj/other.py", cwd=elsewhere, stdin=BUG.encode())
+    assert other.returncode == 1 and " ZG001 " in other.stdout
+    assert not (elsewhere / ".zerograd_cache").exists()  # the project's cache, beside its config
+    assert (project / ".zerograd_cache").is_dir()

@@ -77,7 +77,10 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     if args.explain is not None:
         return _explain(args.explain.upper())
     try:
-        config = _merge(discover_config(args.paths, args.config), args)
+        # Standard input belongs to the project of the file it stands for, wherever the command
+        # runs from (editors run it from anywhere; ruff reads settings from the stdin filename).
+        named = [args.stdin_filename if p == "-" and args.stdin_filename else p for p in args.paths]
+        config = _merge(discover_config(named, args.config), args)
         selection = Selection(config.select or Selection().select, config.ignore, config.extend_select)
     except ConfigError as error:
         print(printable(f"zerograd: error: {error}"), file=sys.stderr)
