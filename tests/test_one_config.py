@@ -90,3 +90,14 @@ def test_stdin_reads_the_config_of_the_file_it_stands_for(tmp_path: Path, monkey
     assert other.returncode == 1 and " ZG001 " in other.stdout
     assert not (elsewhere / ".zerograd_cache").exists()  # the project's cache, beside its config
     assert (project / ".zerograd_cache").is_dir()
+
+
+def test_flake8_stops_on_a_broken_config_naming_the_key(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.zerograd]\nselectt = ["ZG001"]\nper-file-ignores = {"a.py" = ["ZG"]}\n')
+    (tmp_path / "a.py").write_text(BUG)
+    for jobs in ("1", "2"):
+        found = run("flake8", "-j", jobs, "a.py", cwd=tmp_path)
+        assert found.returncode == 1, found
+        assert "selectt: unknown key" in found.stdout and "Traceback" not in found.stdout + found.stderr
+    cli = run("zerograd", "a.py", cwd=tmp_path)
+    assert cli.returncode == 2 and "selectt: unknown key" in cli.stderr

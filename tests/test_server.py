@@ -492,3 +492,14 @@ def test_a_whole_document_edit_covers_text_with_cr_line_ends() -> None:
     assert edit.changes is not None
     (change,) = edit.changes["file:///x.py"]
     assert change.range.end.line >= 4
+
+
+@pytest.mark.asyncio
+async def test_a_broken_config_is_shown_once_and_the_defaults_used(client: LanguageClient, tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.zerograd]\nignore = ["ZG003"]\nselectt = ["ZG001"]\n')
+    first = open_document(client, tmp_path / "train.py", BUG)
+    assert [d.code for d in await diagnostics_for(client, first)] == ["ZG001"]
+    second = open_document(client, tmp_path / "other.py", BUG)
+    assert [d.code for d in await diagnostics_for(client, second)] == ["ZG001"]
+    shown = [m for m in client.messages if "selectt: unknown key" in m.message]
+    assert len(shown) == 1 and shown[0].type == types.MessageType.Error

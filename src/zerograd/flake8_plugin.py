@@ -64,7 +64,7 @@ class ZeroGradPlugin:
         from .engine import lint_source
 
         on_disk = bool(self.filename) and self.filename not in ("-", "stdin")
-        config = _config(os.path.dirname(os.path.abspath(self.filename))) if on_disk else None
+        config = self._config() if on_disk else None
         settings = self._settings(config)
         # A notebook's Python (nbQA, editors) is no module of the project: checked alone, as the
         # CLI checks notebooks.
@@ -77,13 +77,25 @@ class ZeroGradPlugin:
             yield 1, 0, f"ZG901 internal error: {type(error).__name__}: {error}".splitlines()[0], type(self)
             return
         ignored = config.ignored_for(self.filename) if config is not None else ()
-        if findings:  # flake8 reads its own `# flake8: noqa`, not ruff's file-level forms
+        if findings:  # flake8 skips a file by its own file-level comment, not by ruff's
             from .io.suppress import file_exempt
 
             ignored += file_exempt(self.lines)
         for finding in findings:
             if not (ignored and finding.code.startswith(ignored)):
                 yield finding.line, finding.col, f"{finding.code} {finding.message}", type(self)
+
+    def _config(self) -> Optional[Config]:
+        """The file's [tool.zerograd]. A broken one stops the run as it stops the CLI's (issue
+        48): flake8 prints this error, which names the file and the key, on one line and exits 1."""
+        from .io.config import ConfigError
+
+        try:
+            return _config(os.path.dirname(os.path.abspath(self.filename)))
+        except ConfigError as error:
+            from flake8.exceptions import PluginExecutionFailed  # type: ignore[import-untyped]
+
+            raise PluginExecutionFailed(self.filename, "zerograd", error) from None
 
     def _settings(self, config: Optional[Config]) -> Settings:
         """flake8's options where given, else the file's [tool.zerograd]."""
@@ -129,15 +141,12 @@ def _selects_any(options: Any) -> bool:
 
 @cache
 def _config(folder: str) -> Optional[Config]:
-    """The [tool.zerograd] of the pyproject.toml found from `folder` up (None: none, or unreadable:
-    flake8 reports the findings with its own options then)."""
-    from .io.config import ConfigError, find_pyproject, load_config
+    """The [tool.zerograd] of the pyproject.toml found from `folder` up (None: none); a broken one
+    raises ConfigError."""
+    from .io.config import find_pyproject, load_config
 
-    try:
-        found = find_pyproject(folder)
-        return load_config(found) if found is not None else None
-    except (ConfigError, OSError):
-        return None
+    found = find_pyproject(folder)
+    return load_config(found) if found is not None else None
 
 
 def _cache(folder: str, settings: Settings) -> Cache:

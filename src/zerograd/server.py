@@ -65,6 +65,7 @@ class Linted:
     source: str
     findings: list[Finding]
     config: Config
+    config_error: str = ""  # a broken [tool.zerograd] (the defaults were used): shown to the user
 
     @cached_property
     def described(self) -> list[Finding]:
@@ -73,15 +74,17 @@ class Linted:
         return describe(self.source, self.findings, self.config.settings)
 
 
-def config_for(uri: str) -> Config:
-    """The `[tool.zerograd]` that the CLI would use for this file (defaults when none, or bad)."""
+def config_for(uri: str) -> tuple[Config, str]:
+    """The `[tool.zerograd]` that the CLI would use for this file (defaults when none, or bad),
+    and the error that made it the defaults ("" when none): the CLI exits 2 on it, the server
+    shows it to the user and goes on."""
     path = path_of(uri)
     try:
         found = find_pyproject(path) if path else None
-        return load_config(found) if found is not None else Config()
+        return (load_config(found) if found is not None else Config()), ""
     except ConfigError as error:
         log.warning("zerograd: %s; using the defaults", error)
-        return Config()
+        return Config(), f"zerograd: {error}; using the defaults"
 
 
 def path_of(uri: str) -> str:
@@ -101,12 +104,12 @@ def lint_all(documents: dict[str, str], buffers: dict[str, str]) -> dict[str, Li
     """The documents' findings, each file in its project with the open buffers standing in for
     their files; a document without a file (untitled) alone. One run per config."""
     found: dict[str, Linted] = {}
-    by_config: dict[Config, list[str]] = {}
+    by_config: dict[tuple[Config, str], list[str]] = {}
     for uri in documents:
         by_config.setdefault(config_for(uri), []).append(uri)
     overrides = {path_of(u): data for u, text in {**buffers, **documents}.items()
                  if path_of(u) and not path_of(u).endswith(".ipynb") and (data := encoded(text)) is not None}
-    for config, uris in by_config.items():
+    for (config, error), uris in by_config.items():
         selection = Selection(config.select or Selection().select, config.ignore, config.extend_select)
         on_disk = [u for u in uris if path_of(u) in overrides]
         results = {}
@@ -120,7 +123,7 @@ def lint_all(documents: dict[str, str], buffers: dict[str, str]) -> dict[str, Li
             ignored = config.ignored_for(path) if path else ()
             findings = check_source(documents[uri], config.settings, describe=False) if result is None else result.findings
             kept = [f for f in findings if selection.allows(f.code) and not (ignored and f.code.startswith(ignored))]
-            found[uri] = Linted(documents[uri], kept, config)
+            found[uri] = Linted(documents[uri], kept, config, error)
     return found
 
 
@@ -253,6 +256,7 @@ class ZeroGradServer(LanguageServer):
         self.linted: dict[str, Linted] = {}
         self.pending: dict[str, asyncio.TimerHandle] = {}
         self.shut_down = False  # LSP: `exit` after `shutdown` exits 0, without it 1
+        self.shown: set[str] = set()  # config errors shown to the user, once each
 
     def start_io(self, stdin: Optional[BinaryIO] = None, stdout: Optional[BinaryIO] = None) -> None:
         """pygls's start_io with our reader of frames (Frames); `exit` ends it by SystemExit."""
@@ -313,9 +317,16 @@ class ZeroGradServer(LanguageServer):
             if document.source != sources[other] or before == linted and other != uri:
                 continue
             self.linted[other] = linted
+            self.show_error(linted.config_error)
             found = [diagnostic(f, document.lines, document) for f in linted.findings]
             self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(
                 uri=other, diagnostics=found, version=document.version))
+
+    def show_error(self, error: str) -> None:
+        """A broken config, shown once as an error message (the editor's notification)."""
+        if error and error not in self.shown:
+            self.shown.add(error)
+            self.window_show_message(types.ShowMessageParams(type=types.MessageType.Error, message=error))
 
     def publish_notebook(self, uri: str) -> None:
         """The code cells joined as the CLI joins an .ipynb's, diagnostics sent to each cell."""
@@ -333,6 +344,7 @@ class ZeroGradServer(LanguageServer):
                 parts.extend(cell_lines + [""])
                 line += len(cell_lines) + 1
             linted = lint(uri, "\n".join(parts) + "\n")
+            self.show_error(linted.config_error)
             by_cell: dict[str, list[types.Diagnostic]] = {c.document: [] for c in cells}
             for finding in linted.findings:
                 start, cell_uri = max((s for s in starts if s[0] <= finding.line - 1), default=(0, ""))

@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Optional
 
-from flake8.defaults import NOQA_FILE, NOQA_INLINE_REGEXP
+from flake8.defaults import NOQA_FILE, NOQA_INLINE_REGEXP  # type: ignore[import-untyped]
 
 from ..analysis.model import Finding
 from ..front.lines import split_lines
