@@ -281,6 +281,18 @@ def test_discovery_respects_gitignore(tmp_path: Path) -> None:
     assert _reported(run("--respect-gitignore", ".", cwd=tmp_path)) == ["./keep_copy.py", "./sub/ok.py", "./train.py"]
 
 
+def test_a_folder_named_is_checked_though_ignored(tmp_path: Path) -> None:
+    """issue 48: `zerograd wandb` checked nothing ("no Python files found", exit 0); ruff checks
+    what it is told to check. --force-exclude keeps what it means: exclusions apply to it too."""
+    _ignoring_tree(tmp_path)
+    (tmp_path / "wandb" / ".gitignore").write_text("skipped.py\n")
+    (tmp_path / "wandb" / "skipped.py").write_text(BUG)
+    assert _reported(run("wandb", cwd=tmp_path)) == ["wandb/run-1/files/code/train.py"]
+    assert _reported(run("wandb/run-1", cwd=tmp_path)) == ["wandb/run-1/files/code/train.py"]
+    forced = run("--force-exclude", "wandb", cwd=tmp_path)
+    assert (_reported(forced), forced.returncode) == ([], 0)
+
+
 def test_a_reader_that_goes_away_gets_no_traceback() -> None:
     """`zerograd . | head -1`, `zerograd server --help | head -1`: the pipe closes before the
     output is written; a one-line exit, never a traceback."""

@@ -21,20 +21,25 @@ def discover(paths: Sequence[str], config: Config, force_exclude: bool = False) 
         if force_exclude and config.is_excluded(path):
             continue
         if os.path.isdir(path):
-            yield from ((p, None) for p in walk(path, config))
+            yield from ((p, None) for p in walk(path, config, named=not force_exclude))
         elif os.path.exists(path):
             yield path, None
         else:
             yield path, f"{path}: no such file or directory"
 
 
-def walk(root: str, config: Config, packages_only: bool = False) -> Iterator[str]:
+def walk(root: str, config: Config, packages_only: bool = False, named: bool = False) -> Iterator[str]:
     """Like os.walk (symlinked folders are not entered), with the file type from the directory
     entry instead of a stat per file; what `.gitignore` and `.ignore` files name is skipped
     (ignore.py) unless the config turns `respect-gitignore` off. `packages_only`: enter only
-    folders with an `__init__.py` (what Python imports from `root`, projects.py)."""
+    folders with an `__init__.py` (what Python imports from `root`, projects.py). `named`: the
+    user named `root`, which is checked even when the ignore files above it name it (as ruff
+    does: `zerograd wandb` checks wandb/); then only its own ignore files and deeper ones apply."""
     respect = config.respect_gitignore
-    folders: list[tuple[str, Rules]] = [(root, rules_above(root) if respect else ())]
+    above = rules_above(root) if respect else ()
+    if named and above and ignored(above, root, True):
+        above = ()
+    folders: list[tuple[str, Rules]] = [(root, above)]
     while folders:
         folder, rules = folders.pop()
         try:
