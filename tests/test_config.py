@@ -109,3 +109,15 @@ def test_bad_config_is_an_error_naming_key_and_file(project: Path, body: str, me
     line = result.stderr.strip()
     assert line.startswith("zerograd: error: ") and str(project / "pyproject.toml") in line and message in line
     assert "Traceback" not in result.stderr
+
+
+def test_globs_read_as_gitignore_lines(tmp_path: Path) -> None:
+    """issue 48: globs were fnmatch over path parts, so `**` meant `*` and `legacy/*.py` also
+    matched legacy/deep/x.py. Now as ruff's users expect (gitignore-style, through pathspec)."""
+    from zerograd.io.config import Patterns
+
+    patterns = Patterns(["legacy/*.py", "tests/**/conftest.py", "*_pb2.py", "generated"], tmp_path)
+    expected = {"legacy/a.py": True, "legacy/deep/a.py": False, "pkg/legacy/a.py": False,
+                "tests/a/b/conftest.py": True, "tests/conftest.py": True, "conftest.py": False,
+                "pkg/deep/x_pb2.py": True, "pkg/generated/x.py": True, "pkg/generated_x.py": False}
+    assert {p: patterns.matches(str(tmp_path / p)) for p in expected} == expected

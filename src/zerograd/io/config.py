@@ -12,10 +12,9 @@ import re
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from fnmatch import fnmatchcase
 from functools import cached_property
-from pathlib import Path, PurePosixPath
-from typing import Any, Optional
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
 from ..analysis.model import Settings
 from ..analysis.rules import RULES
@@ -24,6 +23,9 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on older Pythons only
     import tomli as tomllib
+
+if TYPE_CHECKING:
+    from pathspec import GitIgnoreSpec
 
 CODE_PREFIX = re.compile(r"^ZG[0-9]{0,3}$")
 DEFAULT_SELECT = ("ZG",)
@@ -112,12 +114,22 @@ class Patterns:
     """Exclude or per-file-ignore patterns, matched with string operations only: discovery asks
     once per file and folder, and resolving each path (symlinks, a system call per component)
     was most of a run's time on a tree of mostly unrelated files. Symlinks are therefore not
-    followed: a path is matched as written, made absolute against the working directory."""
+    followed: a path is matched as written, made absolute against the working directory.
+
+    A bare name matches a file or folder of that name anywhere; a glob has gitignore's semantics
+    through pathspec (issue 48), as ruff's users expect: without a slash it matches a name at any
+    depth, with one it is anchored at the root, `*` stays within a folder and `**` crosses them,
+    and a matched folder takes everything below it."""
 
     def __init__(self, patterns: Sequence[str], root: Path) -> None:
         stripped = [p.rstrip("/") for p in patterns]
         self.names = frozenset(p for p in stripped if not any(c in p for c in "*?[/"))
-        self.globs = tuple(p for p in stripped if p not in self.names)
+        globs = [p for p in stripped if p not in self.names]
+        self.spec: Optional[GitIgnoreSpec] = None
+        if globs:
+            from pathspec import GitIgnoreSpec  # only configs with globs pay for the import
+
+            self.spec = GitIgnoreSpec.from_lines(globs)
         # The root as given and resolved (the working directory is already resolved by the system).
         self.roots = tuple(dict.fromkeys(os.path.join(os.path.abspath(r), "") for r in (root, os.path.realpath(root))))
 
@@ -125,16 +137,9 @@ class Patterns:
         absolute = os.path.abspath(path)
         root = next((r for r in self.roots if absolute.startswith(r)), None)
         relative = (absolute[len(root):] if root is not None else path).replace(os.sep, "/")
-        parts = path.replace(os.sep, "/").split("/") + relative.split("/")
-        if not self.names.isdisjoint(parts):
+        if self.names and not self.names.isdisjoint(path.replace(os.sep, "/").split("/") + relative.split("/")):
             return True
-        return any(_glob(relative, parts, pattern) for pattern in self.globs)
-
-
-def _glob(relative: str, parts: list[str], pattern: str) -> bool:
-    if fnmatchcase(relative, pattern) or any(fnmatchcase(part, pattern) for part in parts):
-        return True
-    return any(fnmatchcase(str(parent), pattern) for parent in PurePosixPath(relative).parents if str(parent) != ".")
+        return self.spec is not None and self.spec.match_file(relative)
 
 
 def find_pyproject(start: str) -> Optional[Path]:
