@@ -26,11 +26,11 @@ def run(*args: str, stdin: bytes = b"", cwd: Path = ROOT) -> subprocess.Complete
 
 def test_example_prints_findings_in_text_format() -> None:
     result = run("examples/")
-    lines = result.stdout.decode().splitlines()
+    *lines, closing = result.stdout.decode().splitlines()
     assert result.returncode == 1
     assert [line.split(": ")[1].split()[0] for line in lines] == ["ZG001", "ZG002", "ZG003"]
     assert lines[0].startswith("examples/train.py:12:13: ZG001 [*] gradients of 'optimizer' are never cleared")
-    assert result.stderr == b"Found 3 findings (3 fixable with `zerograd --fix`).\n"
+    assert (closing, result.stderr) == ("Found 3 findings (3 fixable with `zerograd --fix`).", b"")  # as ruff
 
 
 def test_json_format(tmp_path: Path) -> None:
@@ -52,17 +52,19 @@ def test_json_format(tmp_path: Path) -> None:
     ]
 
 
-def test_clean_file_exits_zero_and_prints_nothing(tmp_path: Path) -> None:
+def test_clean_file_exits_zero_and_says_so(tmp_path: Path) -> None:
     (tmp_path / "ok.py").write_text(CLEAN)
     result = run("ok.py", cwd=tmp_path)
-    assert (result.returncode, result.stdout, result.stderr) == (0, b"", b"")
+    assert (result.returncode, result.stdout, result.stderr) == (0, b"All checks passed!\n", b"")
+    assert run("-q", "ok.py", cwd=tmp_path).stdout == b""
 
 
 def test_exit_zero_and_statistics(tmp_path: Path) -> None:
     (tmp_path / "bug.py").write_text(BUG)
     result = run("--exit-zero", "--statistics", "bug.py", cwd=tmp_path)
     assert result.returncode == 0
-    assert result.stdout.decode().splitlines()[-1] == "1     ZG001 gradients-never-cleared"
+    assert result.stdout.decode().splitlines()[-2:] == ["1     ZG001 gradients-never-cleared",
+                                                        "Found 1 finding (1 fixable with `zerograd --fix`)."]
 
 
 @pytest.mark.parametrize(
@@ -76,7 +78,7 @@ def test_exit_zero_and_statistics(tmp_path: Path) -> None:
     ],
 )
 def test_select_ignore(options: tuple[str, ...], codes: list[str], capsys: pytest.CaptureFixture[str]) -> None:
-    main([*options, str(EXAMPLE)])
+    main(["-q", *options, str(EXAMPLE)])
     assert [line.split()[1] for line in capsys.readouterr().out.splitlines()] == codes
 
 
@@ -91,9 +93,9 @@ def test_noqa_like_flake8(tmp_path: Path) -> None:
     (tmp_path / "b.py").write_text(BUG.replace("step()", "step()  # noqa:ZG0"))
     (tmp_path / "c.py").write_text(BUG.replace("step()", "step()  # NOQA"))
     (tmp_path / "d.py").write_text(BUG.replace("step()", "step()  # noqa: ZG002"))
-    result = run(".", cwd=tmp_path)
+    result = run("-q", ".", cwd=tmp_path)
     assert result.stdout.decode().splitlines() == [
-        "./d.py:4:5: ZG001 [*] gradients of 'optimizer' are never cleared in this loop; "
+        "d.py:4:5: ZG001 [*] gradients of 'optimizer' are never cleared in this loop; "
         "call optimizer.zero_grad() before backward() or after step()"
     ]
 
@@ -105,7 +107,7 @@ def test_stdin_with_filename() -> None:
 
 
 def test_stdin_without_filename() -> None:
-    result = run("-", stdin=CLEAN.encode())
+    result = run("-q", "-", stdin=CLEAN.encode())
     assert (result.returncode, result.stdout) == (0, b"")
 
 
@@ -119,8 +121,8 @@ def test_directory_walk_skips_virtualenvs_and_build(tmp_path: Path) -> None:
         (tmp_path / folder).mkdir(parents=True)
         (tmp_path / folder / "t.py").write_text(BUG)
     (tmp_path / "env_like" / "pyvenv.cfg").write_text("home = /usr\n")
-    result = run(".", cwd=tmp_path)
-    assert [line.split(":")[0] for line in result.stdout.decode().splitlines()] == ["./pkg/t.py"]
+    result = run("-q", ".", cwd=tmp_path)
+    assert [line.split(":")[0] for line in result.stdout.decode().splitlines()] == ["pkg/t.py"]
 
 
 @pytest.mark.parametrize(
@@ -151,7 +153,7 @@ def test_latin1_cookie_and_bom_decode(tmp_path: Path) -> None:
     (tmp_path / "latin.py").write_bytes(b"# -*- coding: latin-1 -*-\nname = '\xe9'\n" + BUG.encode())
     (tmp_path / "bom.py").write_bytes(b"\xef\xbb\xbf" + BUG.encode())
     (tmp_path / "crlf.py").write_bytes(BUG.replace("\n", "\r\n").encode())
-    result = run("latin.py", "bom.py", "crlf.py", cwd=tmp_path)
+    result = run("-q", "latin.py", "bom.py", "crlf.py", cwd=tmp_path)
     assert [line.split(": ")[0] for line in result.stdout.decode().splitlines()] == [
         "bom.py:4:5",
         "crlf.py:4:5",
@@ -234,9 +236,9 @@ def test_text_closes_with_a_count_and_marks_what_fix_repairs(tmp_path: Path) -> 
     step_function = "\n\ndef update(model, opt, batch):\n    model(batch).sum().backward()\n    opt.step()\n"
     (tmp_path / "bug.py").write_text(BUG + step_function)
     result = run("bug.py", cwd=tmp_path)
-    lines = result.stdout.decode().splitlines()
+    *lines, closing = result.stdout.decode().splitlines()
     assert [line.split()[1:3] for line in lines] == [["ZG001", "[*]"], ["ZG005", "this"]]  # ZG005: report-only
-    assert result.stderr == b"Found 2 findings (1 fixable with `zerograd --fix`).\n"
+    assert (closing, result.stderr) == ("Found 2 findings (1 fixable with `zerograd --fix`).", b"")
 
 
 def test_a_run_that_finds_no_file_says_so(tmp_path: Path) -> None:
@@ -262,7 +264,7 @@ def _ignoring_tree(root: Path) -> None:
 
 
 def _reported(result: subprocess.CompletedProcess[bytes]) -> list[str]:
-    return sorted({line.split(":")[0] for line in result.stdout.decode().splitlines()})
+    return sorted({line.split(":")[0] for line in result.stdout.decode().splitlines() if ": ZG" in line})
 
 
 def test_discovery_respects_gitignore(tmp_path: Path) -> None:
@@ -270,15 +272,15 @@ def test_discovery_respects_gitignore(tmp_path: Path) -> None:
     .ignore files (negations, folder patterns, the root's file when a subfolder is walked) are
     respected; a file named on the command line is still checked; the option turns it off."""
     _ignoring_tree(tmp_path)
-    assert _reported(run(".", cwd=tmp_path)) == ["./keep_copy.py", "./sub/ok.py", "./train.py"]
+    assert _reported(run(".", cwd=tmp_path)) == ["keep_copy.py", "sub/ok.py", "train.py"]
     assert _reported(run("sub", cwd=tmp_path)) == ["sub/ok.py"]
     assert _reported(run("x_copy.py", cwd=tmp_path)) == ["x_copy.py"]
-    everything = ["./keep_copy.py", "./sub/local.py", "./sub/ok.py", "./train.py",
-                  "./wandb/run-1/files/code/train.py", "./x_copy.py"]
+    everything = ["keep_copy.py", "sub/local.py", "sub/ok.py", "train.py",
+                  "wandb/run-1/files/code/train.py", "x_copy.py"]
     assert _reported(run("--no-respect-gitignore", ".", cwd=tmp_path)) == everything
     (tmp_path / "pyproject.toml").write_text("[tool.zerograd]\nrespect-gitignore = false\n")
     assert _reported(run(".", cwd=tmp_path)) == everything
-    assert _reported(run("--respect-gitignore", ".", cwd=tmp_path)) == ["./keep_copy.py", "./sub/ok.py", "./train.py"]
+    assert _reported(run("--respect-gitignore", ".", cwd=tmp_path)) == ["keep_copy.py", "sub/ok.py", "train.py"]
 
 
 def test_a_folder_named_is_checked_though_ignored(tmp_path: Path) -> None:
@@ -307,3 +309,41 @@ def test_a_reader_that_goes_away_gets_no_traceback() -> None:
         finally:
             os.close(write)
         assert b"Traceback" not in result.stderr and result.returncode == 2, result.stderr.decode()
+
+
+def test_ruffs_habits(tmp_path: Path) -> None:
+    """issue 48: ruff's names and habits, which exited 2 or printed otherwise."""
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "bug.py").write_text(BUG)
+    (tmp_path / "pkg" / "gen_pb2.py").write_text(BUG)
+    plain = run("--output-format", "json", ".", cwd=tmp_path)
+    assert [row["path"] for row in json.loads(plain.stdout)] == ["pkg/bug.py", "pkg/gen_pb2.py"]  # no ./
+    assert run("-q", "--extend-exclude", "*_pb2.py", ".", cwd=tmp_path).stdout.decode().splitlines() == [
+        line for line in run("-q", "pkg/bug.py", cwd=tmp_path).stdout.decode().splitlines()]
+    assert run("-q", "--exclude", "pkg", ".", cwd=tmp_path).stdout == b""
+    written = run("-o", "report.txt", "pkg/bug.py", cwd=tmp_path)
+    assert (written.returncode, written.stdout) == (1, b"")
+    assert (tmp_path / "report.txt").read_text().splitlines()[-1].startswith("Found 1 finding")
+    assert run("-o", "no/such/folder/r.txt", "pkg", cwd=tmp_path).returncode == 2
+    (tmp_path / "pyproject.toml").write_text('[tool.zerograd]\nignore = ["ZG003"]\n')
+    settings = run("--show-settings", "--extend-exclude", "gen", cwd=tmp_path).stdout.decode()
+    assert f"Settings path: {tmp_path / 'pyproject.toml'}" in settings
+    assert 'ignore = ["ZG003"]' in settings and 'extend-exclude = ["gen"]' in settings
+    diff = run("--diff", ".", cwd=tmp_path).stdout.decode()
+    assert "--- a/pkg/bug.py\n+++ b/pkg/bug.py\n" in diff
+
+
+def test_colours_on_a_terminal_only(tmp_path: Path) -> None:
+    """Colour when asked by FORCE_COLOR (a pipe is no terminal), never with NO_COLOR."""
+    import os
+
+    (tmp_path / "bug.py").write_text(BUG)
+
+    def with_env(**env: str) -> bytes:
+        base = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "FORCE_COLOR")}
+        return subprocess.run([sys.executable, "-m", "zerograd", "bug.py"], cwd=tmp_path, capture_output=True,
+                              env={**base, **env}, timeout=120).stdout
+
+    assert b"\x1b[" not in with_env()
+    assert with_env(FORCE_COLOR="1").startswith(b"\x1b[1mbug.py\x1b[0m:4:5: \x1b[1;31mZG001\x1b[0m \x1b[36m[*]\x1b[0m ")
+    assert b"\x1b[" not in with_env(FORCE_COLOR="1", NO_COLOR="1")

@@ -133,8 +133,8 @@ def test_json_says_which_findings_are_fixable(tmp_path: Path) -> None:
     )
     rows = json.loads(run(tmp_path, "--format", "json", ".").stdout)
     assert {row["path"]: row["fix"] for row in rows} == {
-        "./helper.py": None,
-        "./t.py": "move the clear before line 3",
+        "helper.py": None,
+        "t.py": "move the clear before line 3",
     }
 
 
@@ -230,7 +230,7 @@ def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     """The CLI in this process (a subprocess per case costs a second of imports)."""
     from zerograd.cli import main
 
-    code = main(["--no-cache", *args])
+    code = main(["--no-cache", "-q", *args])
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -23,7 +23,8 @@ def flake8(*args: str, stdin: bytes = b"", cwd: Path = ROOT) -> subprocess.Compl
 
 
 def zerograd(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run([sys.executable, "-m", "zerograd", *args], capture_output=True, cwd=cwd, timeout=300)
+    """The CLI, findings only (-q: no closing line), to compare with flake8's lines."""
+    return subprocess.run([sys.executable, "-m", "zerograd", "-q", *args], capture_output=True, cwd=cwd, timeout=300)
 
 
 def test_flake8_prints_what_zerograd_prints_on_all_fixtures() -> None:
@@ -55,7 +56,7 @@ def test_flake8_answers_as_the_cli_cold_warm_and_after_an_edit(tmp_path: Path) -
         return sorted(line.split(": ")[0] + " " + line.split()[1] for line in out.splitlines())
 
     plugin = [sys.executable, "-m", "flake8", "--select", "ZG", "split"]
-    cli = [sys.executable, "-m", "zerograd", "split"]
+    cli = [sys.executable, "-m", "zerograd", "-q", "split"]
     linked = ["split/train_leak.py:11:9 ZG001", "split/train_lost.py:11:9 ZG002"]
     assert found(plugin) == linked
     assert found(cli) == linked

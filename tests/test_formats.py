@@ -77,7 +77,7 @@ def test_control_characters_from_the_repository_are_escaped(tmp_path: Path, fmt:
     character in it is printed as its escape, and so is one in a message."""
     name = "evil\n\x1b[2J\u202e.py"
     (tmp_path / name).write_text((ROOT / "examples" / "train.py").read_text())
-    done = subprocess.run([sys.executable, "-m", "zerograd", "--format", fmt, "--no-cache", name],
+    done = subprocess.run([sys.executable, "-m", "zerograd", "-q", "--format", fmt, "--no-cache", name],
                           capture_output=True, cwd=tmp_path, timeout=120)
     out = done.stdout.decode()
     assert done.returncode == 1 and out.count("\n") == 3, out  # three findings, three lines

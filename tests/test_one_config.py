@@ -85,7 +85,7 @@ def test_stdin_reads_the_config_of_the_file_it_stands_for(tmp_path: Path, monkey
     (project / "other.py").write_text(BUG)
     for name in (str(project / "train.py"), "../proj/train.py"):
         found = run("zerograd", "-", "--stdin-filename", name, cwd=elsewhere, stdin=BUG.encode())
-        assert (found.returncode, found.stdout) == (0, ""), name
+        assert (found.returncode, found.stdout) == (0, "All checks passed!\n"), name
     other = run("zerograd", "-", "--stdin-filename", "../proj/other.py", cwd=elsewhere, stdin=BUG.encode())
     assert other.returncode == 1 and " ZG001 " in other.stdout
     assert not (elsewhere / ".zerograd_cache").exists()  # the project's cache, beside its config

@@ -52,7 +52,7 @@ def parse(output: str, into: Found) -> Found:
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> str:
-    main(["-j", "1", *args])
+    main(["-j", "1", "-q", *args])  # findings only
     return capsys.readouterr().out
 
 

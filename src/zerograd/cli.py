@@ -7,13 +7,13 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Optional
+from typing import Optional, TextIO
 
 from .analysis.rules import RULES, rule_page
 from .io.config import Config, ConfigError, Selection, discover_config, parse_codes
 from .io.files import check_bytes, lint_paths
 from .io.reading import MAX_SOURCE_BYTES, FileResult, too_large
-from .io.report import DESCRIBED, FORMATS, printable, statistics, summary
+from .io.report import DESCRIBED, FORMATS, Style, printable, show_settings, shown, statistics, summary
 from .project.cache import Cache, project_cache
 from .version import __version__
 
@@ -39,7 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--select", default=None, help="comma-separated codes or prefixes (default: ZG)")
     add("--ignore", default="", help="codes or prefixes to leave out")
     add("--extend-select", default="", help="codes or prefixes to add to --select")
-    add("--format", choices=sorted(FORMATS), default="text", help="output format")
+    add("--format", "--output-format", dest="format", choices=sorted(FORMATS), default="text",
+        help="output format (--output-format: ruff's name)")
+    add("--output-file", "-o", metavar="FILE", help="write the report to FILE instead of standard output")
+    add("-q", "--quiet", action="store_true", help="print the findings and errors, nothing else")
     add("--fix", action="store_true", help="apply the safe fixes in place, then report what is left")
     add("--diff", action="store_true", help="print the safe fixes as a unified diff; write nothing")
     add("--exit-zero", action="store_true", help="exit 0 even when there are findings")
@@ -48,12 +51,15 @@ def build_parser() -> argparse.ArgumentParser:
     add("--config", metavar="FILE", help="a pyproject.toml to read [tool.zerograd] from")
     add("--no-cache", action="store_true", help="neither read nor write the cache")
     add("--cache-dir", metavar="DIR", help="the cache folder (default: .zerograd_cache beside the config)")
+    add("--exclude", metavar="GLOBS", help="comma-separated globs to skip, replacing the config's exclude")
+    add("--extend-exclude", metavar="GLOBS", default="", help="comma-separated globs to skip as well")
     add("--force-exclude", action="store_true", help="apply exclude to files named explicitly too")
     add("--respect-gitignore", action=argparse.BooleanOptionalAction, default=None,
         help="skip what .gitignore and .ignore files name (default: on; config: respect-gitignore)")
     add("--optimizer-names", default="", help="extra glob patterns of optimizer names")
     add("--not-optimizer-names", default="", help="glob patterns that are never optimizers")
     add("--explain", metavar="CODE", help="print the documentation of a rule and exit")
+    add("--show-settings", action="store_true", help="print the settings a run here would use, and exit")
     add("--version", action="version", version=f"zerograd {__version__}")
     return parser
 
@@ -85,20 +91,38 @@ def _main(argv: Optional[Sequence[str]]) -> int:
     except ConfigError as error:
         print(printable(f"zerograd: error: {error}"), file=sys.stderr)
         return EXIT_ERROR
+    if args.show_settings:
+        cache = None if args.no_cache else project_cache(args.cache_dir, config.cache_dir, str(config.root),
+                                                         config.settings).folder
+        sys.stdout.write(show_settings(config, selection, cache))
+        return EXIT_CLEAN
+    try:
+        out = open(args.output_file, "w", encoding="utf-8") if args.output_file else sys.stdout
+    except OSError as error:
+        print(printable(f"zerograd: error: cannot write {args.output_file}: {error.strerror}"), file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        return _run(args, config, selection, out)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+
+
+def _run(args: argparse.Namespace, config: Config, selection: Selection, out: TextIO) -> int:
     files = [p for p in args.paths if p != "-"]
     cache = None if args.no_cache else project_cache(args.cache_dir, config.cache_dir, str(config.root),
                                                      config.settings)
     jobs = max(1, args.jobs)
     failed = False
     if args.fix or args.diff:
-        changed, failed = _fix(files, config, args, cache, jobs)
+        changed, failed = _fix(files, config, args, cache, jobs, out)
         if args.diff:
             return EXIT_ERROR if failed else EXIT_FINDINGS if changed else EXIT_CLEAN
     describe = args.format in DESCRIBED
     results = lint_paths(files, config.settings, jobs, config, args.force_exclude, describe, cache) if files else []
     if "-" in args.paths:
         results += _stdin_results(args.stdin_filename or "-", config, describe, cache)
-    code = _report(results, selection, args)
+    code = _report(results, selection, args, out)
     return EXIT_ERROR if failed else code  # a file --fix could not write is still reported
 
 
@@ -122,7 +146,7 @@ def _server(argv: list[str]) -> int:
 
 
 def _fix(files: list[str], config: Config, args: argparse.Namespace, cache: Optional[Cache],
-         jobs: int) -> tuple[bool, bool]:
+         jobs: int, out: TextIO) -> tuple[bool, bool]:
     """Fix (or, with --diff, show the fixes of) every file: whether any changed, and whether one
     could not be read, fixed or written. Only what a file's project says is wrong in it is fixed
     (interface.md v3)."""
@@ -142,16 +166,16 @@ def _fix(files: list[str], config: Config, args: argparse.Namespace, cache: Opti
         result = fix_file(path, config.settings, write=args.fix and not args.diff, wanted=wanted,
                           within=_walked_from(path, files))
         for warning in result.warnings:
-            print(printable(f"zerograd: warning: {path}: {warning}"), file=sys.stderr)
+            print(printable(f"zerograd: warning: {shown(path)}: {warning}"), file=sys.stderr)
         if result.error:
             print(printable(f"zerograd: error: {result.error}"), file=sys.stderr)
             failed = True
         elif result.changed:
             changed = True
             if args.diff:
-                sys.stdout.write(result.diff())
-            else:
-                print(printable(f"zerograd: fixed {len(result.fixed)} in {path}"), file=sys.stderr)
+                out.write(result.diff())
+            elif not args.quiet:
+                print(printable(f"zerograd: fixed {len(result.fixed)} in {shown(path)}"), file=sys.stderr)
     if args.fix and not args.diff:
         sweep_leftovers(checked.path for checked in found)
     return changed, failed
@@ -167,6 +191,8 @@ def _merge(config: Config, args: argparse.Namespace) -> Config:
         optimizer_names=config.optimizer_names + _split(args.optimizer_names),
         not_optimizer_names=config.not_optimizer_names + _split(args.not_optimizer_names),
         respect_gitignore=config.respect_gitignore if args.respect_gitignore is None else args.respect_gitignore,
+        exclude=_split(args.exclude) if args.exclude is not None else config.exclude,
+        extend_exclude=config.extend_exclude + _split(args.extend_exclude),
     )
 
 
@@ -218,18 +244,20 @@ def _skipped(results: list[FileResult]) -> str:
         f"  {printable(cell)}\n" for cell in cells)
 
 
-def _report(results: list[FileResult], selection: Selection, args: argparse.Namespace) -> int:
-    located = [(r.path, f) for r in results for f in r.findings if selection.allows(f.code)]
+def _report(results: list[FileResult], selection: Selection, args: argparse.Namespace, out: TextIO) -> int:
+    located = [(shown(r.path), f) for r in results for f in r.findings if selection.allows(f.code)]
     located.sort(key=lambda item: (item[0], item[1].line, item[1].col, item[1].code))
-    sys.stdout.write(FORMATS[args.format](located))
-    machine = args.format != "text"  # json and sarif must stay parseable, github's lines commands
+    text = args.format == "text"  # json and sarif must stay parseable, github's lines commands
+    style = Style.for_stream(out) if text else Style()
+    out.write(style.text(located) if text else FORMATS[args.format](located))
     if args.statistics:
-        (sys.stderr if machine else sys.stdout).write(statistics(located) + _skipped(results))
-    if located and not machine:
-        sys.stderr.write(summary(located))
-    if not results:
-        print("zerograd: warning: no Python files found", file=sys.stderr)
+        (out if text else sys.stderr).write(statistics(located) + _skipped(results))
     errors = [r.error for r in results if r.error]
+    if text and not args.quiet and (located or not errors):
+        # As ruff: the closing count on stdout, and a line that says so when there is nothing.
+        out.write(summary(located) if located else "All checks passed!\n")
+    if not results and not args.quiet:
+        print("zerograd: warning: no Python files found", file=sys.stderr)
     for error in errors:
         print(printable(f"zerograd: error: {error}"), file=sys.stderr)
     if errors or any(f.code == "ZG901" for _, f in located):

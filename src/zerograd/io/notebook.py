@@ -20,6 +20,7 @@ from typing import Any, Callable, Optional
 from ..analysis.model import Finding
 from ..front.lines import split_lines
 
+_LINE = re.compile(r"\bline (\d+)")
 _AFTER_ALL = 1 << 62  # sorts after any cell number: bisect to the last cell starting at or before a line
 
 
@@ -35,15 +36,29 @@ class Notebook:
     skipped: tuple[tuple[int, str], ...] = ()  # (cell number, magic) of cells left out
 
     def locate(self, finding: Finding) -> Finding:
+        where = self._cell_of(finding.line)
+        if where is None:
+            return finding
+        cell, line = where
+        in_file = self.file_lines.get(cell) or [1]
+        # A fix's description names lines of the joined program: named in the cell's terms, as
+        # every output names the finding (issue 48).
+        fix = _LINE.sub(self._in_cell, finding.fix) if finding.fix else finding.fix
+        return replace(finding, cell=(cell, line, in_file[min(line, len(in_file)) - 1]), fix=fix)
+
+    def _cell_of(self, line: int) -> Optional[tuple[int, int]]:
+        """(cell number, line in the cell) of a line of the joined program."""
         # A bisection, not a scan: a notebook with a finding in each of 10,000 cells is common
         # enough in generated tests and took seconds that way. `starts` is in order of lines.
-        index = bisect.bisect_right(self.starts, (finding.line, _AFTER_ALL)) - 1
+        index = bisect.bisect_right(self.starts, (line, _AFTER_ALL)) - 1
         if index < 0:
-            return finding
+            return None
         first, cell = self.starts[index]
-        line = finding.line - first + 1
-        in_file = self.file_lines.get(cell) or [1]
-        return replace(finding, cell=(cell, line, in_file[min(line, len(in_file)) - 1]))
+        return cell, line - first + 1
+
+    def _in_cell(self, match: re.Match[str]) -> str:
+        where = self._cell_of(int(match.group(1)))
+        return match.group() if where is None else f"cell {where[0]}, line {where[1]}"
 
     @cached_property
     def file_lines(self) -> dict[int, list[int]]:

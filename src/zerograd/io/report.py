@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import PurePath
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, TextIO
 
 from ..analysis.model import Finding
 from ..analysis.rules import RULES, rule_page
 from ..version import __version__
+
+if TYPE_CHECKING:
+    from .config import Config, Selection
 
 Located = tuple[str, Finding]
 RULE_PAGES = "src/zerograd/ruledocs"  # where the rule pages sit in the repository
@@ -58,16 +63,61 @@ def _escaped(match: re.Match[str]) -> str:
     return repr(match.group())[1:-1]
 
 
-def _where(path: str, f: Finding) -> str:
-    if f.cell is not None:
-        return f"{printable(path)}:cell_{f.cell[0]}:{f.cell[1]}:{f.col + 1}"
-    return f"{printable(path)}:{f.line}:{f.col + 1}"
+def shown(path: str) -> str:
+    """A path as the output names it: `pkg/x.py`, not the walk's `./pkg/x.py` (as ruff prints)."""
+    return os.path.normpath(path) if path and path != "-" else path
+
+
+@dataclass(frozen=True)
+class Style:
+    """The text format's colours: ruff's (bold path, red code, cyan fix mark), only on a
+    terminal; NO_COLOR turns them off and FORCE_COLOR on, in the order Python's own REPL reads
+    them."""
+
+    color: bool = False
+
+    @classmethod
+    def for_stream(cls, stream: TextIO) -> Style:
+        if os.environ.get("NO_COLOR"):
+            return cls(False)
+        if os.environ.get("FORCE_COLOR"):
+            return cls(True)
+        isatty = getattr(stream, "isatty", None)
+        return cls(bool(isatty is not None and isatty()) and os.environ.get("TERM") != "dumb")
+
+    def paint(self, sgr: str, value: str) -> str:
+        return f"\x1b[{sgr}m{value}\x1b[0m" if self.color else value
+
+    def text(self, findings: Sequence[Located]) -> str:
+        """`path:line:col: CODE message`, with ruff's `[*]` after the code when --fix can
+        repair it; in a notebook `path:cell N:line:col` (ruff's form)."""
+        out = []
+        for path, f in findings:
+            where = f"cell {f.cell[0]}:{f.cell[1]}" if f.cell is not None else str(f.line)
+            mark = " " + self.paint("36", "[*]") if f.fix else ""
+            out.append(f"{self.paint('1', printable(path))}:{where}:{f.col + 1}: {self.paint('1;31', f.code)}{mark} "
+                       f"{printable(f.message)}\n")
+        return "".join(out)
 
 
 def text(findings: Sequence[Located]) -> str:
-    """`path:line:col: CODE message`, with ruff's `[*]` after the code when --fix can repair it."""
-    return "".join(f"{_where(path, f)}: {f.code}{' [*]' if f.fix else ''} {printable(f.message)}\n"
-                   for path, f in findings)
+    """The text format, uncoloured."""
+    return Style().text(findings)
+
+
+def show_settings(config: Config, selection: Selection, cache: Optional[str]) -> str:
+    """`--show-settings`: what a run from here would use, in [tool.zerograd]'s own terms."""
+    values: dict[str, object] = {
+        "select": list(selection.select), "ignore": list(selection.ignore),
+        "extend-select": list(selection.extend_select), "exclude": list(config.exclude),
+        "extend-exclude": list(config.extend_exclude),
+        "per-file-ignores": {pattern: list(codes) for pattern, codes in config.per_file_ignores},
+        "optimizer-names": list(config.optimizer_names), "not-optimizer-names": list(config.not_optimizer_names),
+        "respect-gitignore": config.respect_gitignore,
+    }
+    head = [f"Settings path: {config.source if config.source is not None else 'none (the defaults)'}",
+            f"Project root: {config.root}", f"Cache: {cache if cache is not None else 'off'}"]
+    return "\n".join(head + [f"{key} = {json.dumps(value)}" for key, value in values.items()]) + "\n"
 
 
 def summary(findings: Sequence[Located]) -> str:

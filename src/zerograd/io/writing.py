@@ -28,6 +28,7 @@ from ..analysis.model import Finding, Settings
 from ..front.lines import split_lines
 from .notebook import Notebook, NotebookError, read_notebook
 from .reading import read_file
+from .report import shown
 
 
 @dataclass
@@ -46,7 +47,7 @@ class FixResult:
     def diff(self) -> str:
         lines = difflib.unified_diff(
             split_lines(self.before, keepends=True), split_lines(self.after, keepends=True),
-            fromfile=f"a/{self.path}", tofile=f"b/{self.path}",
+            fromfile=f"a/{shown(self.path)}", tofile=f"b/{shown(self.path)}",
         )
         return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
