@@ -3,7 +3,17 @@
 # Exit codes of zerograd: 0 clean, 1 findings, 2 an error (bad config, unreadable file).
 set -euo pipefail
 
-fail() { echo "::error title=zerograd::$1"; exit 2; }
+output="${GITHUB_OUTPUT:-/dev/null}"
+findings=0
+status=2
+sarif=""
+# The outputs are written on every exit path, a failed setup included (issue 48): a later step
+# that reads `exit-code` must not find it empty.
+write_outputs() {
+  { echo "sarif-file=$sarif"; echo "findings=$findings"; echo "exit-code=$status"; } >>"$output" 2>/dev/null || true
+}
+trap write_outputs EXIT
+fail() { echo "::error title=zerograd::$1"; status=2; exit 2; }
 
 case "${INPUT_FORMAT:=github}" in github | sarif) ;; *) fail "format must be github or sarif, not '$INPUT_FORMAT'" ;; esac
 case "${INPUT_FAIL_ON_FINDINGS:=auto}" in true | false | auto) ;; *) fail "fail-on-findings must be true, false or auto" ;; esac
@@ -23,18 +33,21 @@ if [ "${INPUT_INSTALL:-true}" = "true" ]; then
 fi
 command -v "$zerograd" >/dev/null || fail "zerograd is not on PATH (install: false needs an earlier step that installs it)"
 
-# Word splitting of paths and args is intended: they are space-separated lists.
+# Word splitting of paths and args is intended: they are space-separated lists. With the cache
+# on, ZEROGRAD_CACHE_DIR names the folder actions/cache restores and saves (action.yml).
+nocache=""
+[ "${INPUT_CACHE:-true}" = "false" ] && nocache="--no-cache"
 # shellcheck disable=SC2086
-set -- ${INPUT_ARGS:-} -- ${INPUT_PATHS:-.}
+set -- $nocache ${INPUT_ARGS:-} -- ${INPUT_PATHS:-.}
 status=0
-output="${GITHUB_OUTPUT:-/dev/null}"
 if [ "$INPUT_FORMAT" = "sarif" ]; then
-  sarif="${INPUT_SARIF_FILE:-zerograd.sarif}"
-  mkdir -p "$(dirname "$sarif")" 2>/dev/null && : >"$sarif" 2>/dev/null || fail "cannot write the SARIF file '$sarif'"
+  target="${INPUT_SARIF_FILE:-zerograd.sarif}"
+  # The braces take the shell's own message when the redirection fails (a file in the way).
+  { mkdir -p "$(dirname "$target")" && : >"$target"; } 2>/dev/null || fail "cannot write the SARIF file '$target'"
+  sarif="$target"
   "$zerograd" --format sarif "$@" >"$sarif" || status=$?
   findings=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["runs"][0]["results"]))' "$sarif" \
     2>/dev/null || echo 0)
-  echo "sarif-file=$sarif" >>"$output"
   [ "$INPUT_FAIL_ON_FINDINGS" = "auto" ] && INPUT_FAIL_ON_FINDINGS=false
 else
   annotations=$(mktemp)
@@ -42,10 +55,9 @@ else
   cat "$annotations"
   findings=$(grep -c '^::' "$annotations" || true)
   rm -f "$annotations"
-  echo "sarif-file=" >>"$output"
 fi
-{ echo "findings=$findings"; echo "exit-code=$status"; } >>"$output"
+code=$status  # the exit-code output is zerograd's own, whatever fail-on-findings makes of it
 if [ "$status" -eq 1 ] && [ "$INPUT_FAIL_ON_FINDINGS" = "false" ]; then
-  status=0
+  code=0
 fi
-exit "$status"
+exit "$code"

@@ -29,23 +29,26 @@ def test_inputs_are_declared_and_all_reach_the_script() -> None:
     inputs = spec["inputs"]
     assert isinstance(inputs, dict)
     assert set(inputs) == {"version", "install", "paths", "format", "sarif-file", "fail-on-findings", "args",
-                           "working-directory"}
+                           "working-directory", "cache"}
     assert all("description" in value and "default" in value for value in inputs.values())
     runs = spec["runs"]
     assert isinstance(runs, dict) and runs["using"] == "composite"
-    (step,) = runs["steps"]
-    used = set(re.findall(r"inputs\.([a-z-]+)", json.dumps(step)))
+    cache, step = runs["steps"]
+    assert cache["uses"].startswith("actions/cache@") and cache["if"] == "inputs.cache == 'true'"
+    assert step["env"]["ZEROGRAD_CACHE_DIR"].count("zerograd-cache") == 1
+    assert cache["with"]["path"] == "${{ runner.temp }}/zerograd-cache"  # the folder the run is told
+    used = set(re.findall(r"inputs\.([a-z-]+)", json.dumps(runs["steps"])))
     assert used == set(inputs)  # every input is passed on, and nothing undeclared is read
     script = (ROOT / "action" / "run.sh").read_text(encoding="utf-8")
     for name in step["env"]:
-        assert name in script
+        assert name in script or name == "ZEROGRAD_CACHE_DIR"  # read by zerograd itself
 
 
 def run_action(tmp_path: Path, **inputs: str) -> subprocess.CompletedProcess[str]:
     """The script as the runner starts it, with the zerograd of this test environment."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
            "GITHUB_OUTPUT": str(tmp_path / "output"), "INPUT_INSTALL": "false", "RUNNER_TEMP": str(tmp_path)}
-    env.update({f"INPUT_{name.upper()}": value for name, value in inputs.items()})
+    env.update({name if name.isupper() else f"INPUT_{name.upper()}": value for name, value in inputs.items()})
     return subprocess.run(["bash", str(ROOT / "action" / "run.sh")], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=120, check=False)
 
@@ -111,6 +114,26 @@ def test_a_sarif_file_that_cannot_be_written_fails_the_step(project: Path) -> No
     (project / "blocker").write_text("a file, not a folder")
     result = run_action(project, paths="src", format="sarif", sarif_file="blocker/z.sarif")
     assert result.returncode == 2 and "cannot write the SARIF file 'blocker/z.sarif'" in result.stdout
+    # issue 48: the outputs are written on this exit path too, and no shell message leaks.
+    assert outputs(project) == {"sarif-file": "", "findings": "0", "exit-code": "2"}
+    assert result.stderr == "", result.stderr
+    assert run_action(project, format="xml").returncode == 2
+    assert outputs(project) == {"sarif-file": "", "findings": "0", "exit-code": "2"}
+
+
+def test_the_cache_folder_is_filled_and_read_back(project: Path) -> None:
+    """The folder actions/cache keeps (ZEROGRAD_CACHE_DIR): the first run fills it, the second
+    gives the same annotations from it; `cache: false` runs without one."""
+    folder = project / "zerograd-cache"
+    first = run_action(project, paths="src", ZEROGRAD_CACHE_DIR=str(folder))
+    entries = sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
+    assert first.returncode == 1 and len(entries) > 2
+    second = run_action(project, paths="src", ZEROGRAD_CACHE_DIR=str(folder))
+    assert (second.returncode, second.stdout) == (1, first.stdout)
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file()) == entries
+    off = project / "unused-cache"
+    assert run_action(project, paths="src", cache="false", ZEROGRAD_CACHE_DIR=str(off)).returncode == 1
+    assert not off.exists()
 
 
 def test_installs_from_its_own_checkout_into_a_venv_of_its_own(project: Path) -> None:

@@ -25,7 +25,7 @@ SPLIT = ROOT / "fixtures" / "projects" / "split"
 
 
 def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(list(args))
+    code = main(["-q", *args])  # findings only: no closing line
     out, err = capsys.readouterr()
     return code, out, err
 

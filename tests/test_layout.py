@@ -18,7 +18,7 @@ TOP_LEVEL = {"engine": "engine", "version": "version"}
 # end, except into the fixes that rewrite it; flake8 and pygls never past their adapters).
 CONFINED = {
     "libcst": ("front/", "engine.py", "io/fix.py"),
-    # io/suppress.py reads flake8.defaults' noqa patterns only (issue 48): the same `# noqa` on
+    # io/suppress.py reads flake8.defaults' noqa patterns only (issue 48): the same suppression on
     # every route, from flake8's own definition rather than a copy of it.
     "flake8": ("flake8_plugin.py", "io/suppress.py"),
     "pygls": ("server.py",),
