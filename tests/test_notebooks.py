@@ -127,3 +127,19 @@ def test_file_lines_of_any_source_layout() -> None:
     assert json.loads(text)  # the layout is valid JSON
     assert source_file_lines(text) == {1: [2], 2: [3, 3], 3: [6, 8, 9]}
     assert source_file_lines("not json") == {}
+
+
+def test_every_output_names_cells_not_joined_lines(tmp_path: Path) -> None:
+    """issue 48: ruff's `cell N` in the text format, and a fix's description in the cell's own
+    lines (it named a line of the joined cells, which no editor shows); `--diff` names the file
+    as the user wrote it, without `./`."""
+    (tmp_path / "nb.ipynb").write_text((NOTEBOOKS / "train.ipynb").read_text(encoding="utf-8"))
+    text = subprocess.run([sys.executable, "-m", "zerograd", "-q", "."], capture_output=True, cwd=tmp_path,
+                          timeout=60).stdout.decode()
+    assert text.startswith("nb.ipynb:cell 4:6:5: ZG001 [*] ")
+    (row,) = json.loads(subprocess.run([sys.executable, "-m", "zerograd", "--format", "json", "."],
+                                       capture_output=True, cwd=tmp_path, timeout=60).stdout)
+    assert (row["cell"], row["cell_line"], row["fix"]) == (4, 6, "insert optimizer.zero_grad() at cell 4, line 3")
+    diff = subprocess.run([sys.executable, "-m", "zerograd", "--diff", "."], capture_output=True, cwd=tmp_path,
+                          timeout=60).stdout.decode()
+    assert diff.startswith("--- a/nb.ipynb\n+++ b/nb.ipynb\n")
