@@ -224,6 +224,27 @@ def test_a_non_utf8_pyproject_is_a_config_error(tmp_path: Path) -> None:
         list(plugin.run())
 
 
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+@pytest.mark.parametrize(("fixture", "expected"), [("zg001_facts_multiply.py", [(33, "ZG001")]),
+                                                   ("traps/facts_multiply_cleared.py", [])])
+def test_a_scope_whose_facts_multiply_is_analysed_again_joined(monkeypatch: pytest.MonkeyPatch, fixture: str,
+                                                              expected: list[tuple[int, str]]) -> None:
+    """issue 47: path facts that multiply (a counter's phases times flags) spent the work cap and
+    the scope was a ZG901, a failed CI. Past the cap it is analysed again with its facts joined
+    (summaries._Joins): the same verdicts here, small caps standing in for a big trainer's."""
+    source = (FIXTURES / fixture).read_text(encoding="utf-8")
+    assert [(f.line, f.code) for f in engine.inspect_source(source).findings] == expected  # exact, uncapped
+    _capped(monkeypatch, work=500)
+    monkeypatch.setattr(summaries, "WORK_PER_NODE", 0)
+    monkeypatch.setattr(summaries, "MAX_FACT_SETS", 2)
+    report = engine.inspect_source(source)
+    assert [(f.line, f.code) for f in report.findings] == expected and report.capped == 0
+    monkeypatch.setattr(summaries, "MAX_FACT_SETS", 64)  # joined too late: the second try is capped too
+    assert {f.code for f in engine.inspect_source(source).findings} == {"ZG901"}
+
+
 def _sparse(path: Path, size: int, head: bytes = b"") -> None:
     """A file of `size` bytes that takes no disk: the test stays fast, whatever it reads."""
     with open(path, "wb") as handle:

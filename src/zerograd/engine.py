@@ -235,7 +235,7 @@ def analyse(program: Program, sites: Locator) -> tuple[Report, list[tuple[int, F
             hooked.append(function.driver)
         steppers += function.step_function
         try:
-            found[fid] = [v for target in targets for v in _analyse_target(analyzer, fid, target)]
+            found[fid] = _analyse_scope(analyzer, fid, targets)
         except (CapReached, TooBig, RecursionError) as error:
             capped += 1  # no silent budget: the scope's verdicts are dropped, and it says so
             found[fid] = []
@@ -273,6 +273,19 @@ def _first_site(body: Node) -> int:
             return node.site
         stack.extend(reversed(children(node)))
     return -1
+
+
+def _analyse_scope(analyzer: Analyzer, fid: int, targets: list[str]) -> list[Verdict]:
+    """Every target's verdicts; a scope whose path facts multiply past the work cap is analysed
+    again with them joined (summaries._Joins), and only a second cap stops it (ZG901)."""
+    try:
+        return [v for target in targets for v in _analyse_target(analyzer, fid, target)]
+    except CapReached:
+        analyzer.set_coarse(True)
+        try:
+            return [v for target in targets for v in _analyse_target(analyzer, fid, target)]
+        finally:
+            analyzer.set_coarse(False)
 
 
 def _analyse_target(analyzer: Analyzer, fid: int, target: str) -> list[Verdict]:

@@ -40,6 +40,35 @@ class CapReached(Exception):
         self.budget = budget
 
 
+# In a coarse run, the distinct path facts kept per node for one contents of `.grad` (held,
+# removed) before they are joined: past it, a state keeps only the facts all the others there
+# share (ESP's join of property simulation).
+MAX_FACT_SETS = 64
+
+
+class _Joins:
+    """Path facts that multiply without bound (the phases of one counter modulo 2, 4 and two
+    knobs, times configuration flags: 10,000 states of 17 contents in one trainer) spend the
+    work cap. A scope that spent it is run again coarse (engine.analyse): the facts are joined
+    per node and contents once there are MAX_FACT_SETS of them, so what `.grad` holds stays
+    exact and only which paths are told apart is lost, where there were too many to tell."""
+
+    def __init__(self) -> None:
+        self.seen: dict[tuple[int, Any, Any], int] = {}
+        self.common: dict[tuple[int, Any, Any], frozenset[Any]] = {}
+
+    def join(self, node: int, state: State) -> Optional[State]:
+        key = (node, state.held, state.removed)
+        count = self.seen.get(key, 0) + 1
+        self.seen[key] = count
+        common = self.common.get(key)
+        facts = state.facts if common is None else common & state.facts
+        self.common[key] = facts
+        if count <= MAX_FACT_SETS:
+            return state
+        return state._replace(facts=facts) if facts != state.facts else state
+
+
 @dataclass
 class Outcome:
     """The tabulated summary of one function for one entry state."""
@@ -61,6 +90,14 @@ class Analyzer:
         self.pinned: set[tuple[int, Funcs]] = set()  # those whose node summaries read one under way
         self.work = 0
         self.budget = MAX_WORK  # set per analysed scope (analyse)
+        self.coarse = False  # join path facts (_Joins): the second try of a scope past the cap
+
+    def set_coarse(self, coarse: bool) -> None:
+        """Enter or leave coarse runs. What was tabulated in the other mode goes: an exact outcome
+        would be reused by a coarse run, but a coarse one must never stand in for an exact one."""
+        if coarse != self.coarse:
+            self.memo.clear()
+            self.coarse = coarse
 
     def forget(self, fid: int) -> None:
         """Drop what was built to analyse `fid` (graphs, summaries, outcomes): once no other
@@ -157,6 +194,7 @@ class Analyzer:
         states[graph.head].add(entry)
         work = [(graph.head, entry)]
         outcome = Outcome()
+        joins = _Joins() if self.coarse else None
         links = self.program.links_of(fid)
         while work:
             self.work += 1
@@ -177,6 +215,8 @@ class Analyzer:
             for out in outs:
                 for succ, effect in graph.succ[node]:
                     moved = out if effect is None else cross(effect, out, target)
+                    if moved is not None and joins is not None:
+                        moved = joins.join(succ, moved)
                     if moved is not None and moved not in states[succ]:
                         states[succ].add(moved)
                         work.append((succ, moved))
