@@ -101,3 +101,22 @@ def test_flake8_stops_on_a_broken_config_naming_the_key(tmp_path: Path) -> None:
         assert "selectt: unknown key" in found.stdout and "Traceback" not in found.stdout + found.stderr
     cli = run("zerograd", "a.py", cwd=tmp_path)
     assert cli.returncode == 2 and "selectt: unknown key" in cli.stderr
+
+
+def test_noqa_is_flake8s_own_pattern() -> None:
+    """issue 48: the inline pattern was a copy of flake8's; it is flake8's, so the two cannot drift."""
+    from flake8.defaults import NOQA_FILE, NOQA_INLINE_REGEXP
+
+    from zerograd.io import suppress
+
+    assert suppress.NOQA_INLINE is NOQA_INLINE_REGEXP and suppress.NOQA_FILE is NOQA_FILE
+
+
+def test_the_readme_says_what_a_newcomer_needs() -> None:
+    """issue 48: the venv module (a package of its own on Debian and Ubuntu), the package index,
+    git, how long the tests take; and pytest says why a test was skipped."""
+    root = Path(__file__).resolve().parent.parent
+    readme = root.joinpath("README.md").read_text(encoding="utf-8")
+    for needed in ("python3-venv", "package index", "`git`", "minutes on 2 idle cores", "`-rs`"):
+        assert needed in readme, needed
+    assert 'addopts = "-rs"' in root.joinpath("pyproject.toml").read_text(encoding="utf-8")
