@@ -98,7 +98,7 @@ _VARIANTS = {
     "step still moves the weights (momentum, weight decay); set the gradients to None "
     "({o}.zero_grad(set_to_none=True)) or skip the step",
     "partially_cleared": "gradients of '{o}' are never cleared in this loop: the .grad write at line {line} "
-    "clears one parameter only; call {o}.zero_grad() before backward() or after step()",
+    "clears only some of its parameters; call {o}.zero_grad() before backward() or after step()",
     "part_cleared": "gradients of '{o}' are never wholly cleared in this loop: the clear at line {line} leaves "
     "those of {other}, which '{o}' also holds; call {o}.zero_grad() before backward() or after step()",
     "leaked_in": "the first {o}.step() of this loop also applies the gradients that the backward() at line "

@@ -5,6 +5,7 @@ and modules, and `.grad` written by hand over a module's parameters or an optimi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Optional
@@ -187,6 +188,11 @@ class Clears(Calls):
         if Kind.BACKWARD in kinds and not replaces or any(isinstance(n, (Call, Loop)) for n in _nodes_in(body)):
             return None
         zeroes = any(e.zeroes for e in events)
+        if _selective(node):
+            # `if p.ndim > 1: p.grad = None`: only the parameters the test picks are cleared, the
+            # others keep theirs (issue 47; oracle.py: STALE at the step), as a write of one
+            # named parameter's .grad.
+            return None if replaces else [self.event(Kind.PARTIAL, node, ctx)]
         added = [self.event(Kind.BACKWARD, node, ctx)] if replaces else []
         if owner is None:
             return [self.event(Kind.MAYBE_CLEAR, node, replace(ctx, gate=None)), *added] if Kind.CLEAR not in kinds else None
@@ -215,6 +221,29 @@ class Clears(Calls):
         cleared = self._owner_clear(node, owner, ctx, written.zeroes) if owner is not None else [
             self.event(Kind.MAYBE_CLEAR, node, replace(ctx, gate=None))]
         return cleared + gradient
+
+
+# Tests of a parameter that pick no subset to clear: one without a gradient has nothing to clear.
+_EVERY_PARAMETER = re.compile(r"^(?:not )?(?:{v}\.grad is(?: not)? None|{v}\.requires_grad)$")
+
+
+def _selective(loop: cst.For) -> bool:
+    """Whether a `.grad` write of the loop runs under a test of the loop's parameter (or its
+    name) other than whether it has a gradient: `if p.ndim > 1`, `if "bias" not in name`."""
+    names = {n.value for n in nodes_in(loop.target) if isinstance(n, cst.Name)}
+    for test in (n.test for n in nodes_in(loop.body) if isinstance(n, cst.If)):
+        parts = [text_of(t) for t in _conjuncts(test)]
+        every = [re.compile(_EVERY_PARAMETER.pattern.format(v=re.escape(v))) for v in names]
+        mentioned = [t for t in parts if any(re.search(rf"\b{re.escape(v)}\b", t) for v in names)]
+        if any(not any(e.match(t) for e in every) for t in mentioned):
+            return True
+    return False
+
+
+def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    if isinstance(test, cst.BooleanOperation):
+        return [*_conjuncts(test.left), *_conjuncts(test.right)]
+    return [test]
 
 
 def disjoint_inner(init: Optional[cst.FunctionDef]) -> list[str]:
