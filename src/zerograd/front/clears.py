@@ -135,6 +135,8 @@ class Clears(Calls):
         if framework is not None and module is not None and clears_all(framework, module):
             return [self.event(Kind.CLEAR, node, ungated, framework.optimizer, zeroes=zeroes)]
         linked = self.info.table.optimizers_of_module(module) if module is not None else []
+        if module is not None:  # an optimizer this scope builds holds what it is built over here
+            linked = [o for o in linked if self._may_hold(ctx, o, module)]
         if module is None or not linked:
             return [self.event(Kind.MAYBE_CLEAR, node, ungated, module)]
         # The optimizers linked to the module are decided by their clears; any other, whose
@@ -142,6 +144,10 @@ class Clears(Calls):
         # optimizer), may hold some of the module's: a possible clear of it.
         possible = self.event(Kind.MAYBE_CLEAR, node, ungated, module, spares=frozenset(linked))
         return [*(self._part_clear(node, ungated, target, module, zeroes) for target in linked), possible]
+
+    def _may_hold(self, ctx: Context, target: str, module: str) -> bool:
+        built = self.info.table.builds.get((id(ctx.function) if ctx.function is not None else 0, target))
+        return not built or any(within(m, module) for modules in built for m in modules)
 
     def _part_clear(self, node: cst.CSTNode, ctx: Context, target: str, module: str, zeroes: bool) -> Node:
         """A module's clear of an optimizer that also holds other modules' parameters clears only
