@@ -333,6 +333,12 @@ class Collector:
                 cls.fields.setdefault(target.attr.value, value.value)
 
     def assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        for target in targets:
+            if isinstance(target, cst.Attribute) and target.attr.value in _REPLACEABLE:
+                # `opt.step = private_step`: the instance's step or clear is no longer torch's, and
+                # what the replacement does is not followed: no event of that receiver is read as
+                # an optimizer's (issue 47: a wrapper that clears after stepping was a false ZG001).
+                self.info.table.replaced.add(receiver_key(target.value))
         if isinstance(value, (cst.Tuple, cst.List)):  # `opt_g, opt_d = Adam(...), Adam(...)`: pairwise
             for target in targets:
                 if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(value.elements) and not any(
@@ -427,6 +433,7 @@ class Collector:
         return found
 
 
+_REPLACEABLE = frozenset({"step", "zero_grad"})
 # Calls that make a tensor of their own, which no module holds (an adversarial patch, a latent).
 _FRESH = frozenset({"zeros", "ones", "randn", "rand", "empty", "full", "tensor", "zeros_like", "ones_like",
                     "randn_like", "rand_like", "empty_like", "full_like", "Parameter"})

@@ -132,6 +132,7 @@ class OptimizerTable:
     builds: dict[tuple[int, str], set[frozenset[str]]] = field(default_factory=dict)
     multiple_evaluations: set[str] = field(default_factory=set)  # LBFGS: evaluates a closure many times
     foreign: set[str] = field(default_factory=set)  # tapes of other autograd systems
+    replaced: set[str] = field(default_factory=set)  # receivers whose step or zero_grad was reassigned
 
     def _user(self, receiver: str, patterns: tuple[str, ...]) -> bool:
         name = last_segment(receiver)
@@ -140,7 +141,7 @@ class OptimizerTable:
     def is_excluded(self, receiver: str, also_cleared_and_stepped: bool = False) -> bool:
         """Never an optimizer: the user says so, or it was built or is named as something else.
         Use beats a name: a `trainer` that is both stepped and cleared is an optimizer."""
-        if self._user(receiver, self.settings.not_optimizer_names):
+        if self._user(receiver, self.settings.not_optimizer_names) or receiver in self.replaced:
             return True
         if receiver in self.built or self._user(receiver, self.settings.optimizer_names):
             return False
