@@ -54,19 +54,15 @@ class _Joins:
     exact and only which paths are told apart is lost, where there were too many to tell."""
 
     def __init__(self) -> None:
-        self.seen: dict[tuple[int, Any, Any], int] = {}
-        self.common: dict[tuple[int, Any, Any], frozenset[Any]] = {}
+        # per node and contents: the states seen there, and the facts they all share
+        self.seen: dict[tuple[int, Any, Any], tuple[int, frozenset[Any]]] = {}
 
-    def join(self, node: int, state: State) -> Optional[State]:
+    def join(self, node: int, state: State) -> State:
         key = (node, state.held, state.removed)
-        count = self.seen.get(key, 0) + 1
-        self.seen[key] = count
-        common = self.common.get(key)
-        facts = state.facts if common is None else common & state.facts
-        self.common[key] = facts
-        if count <= MAX_FACT_SETS:
-            return state
-        return state._replace(facts=facts) if facts != state.facts else state
+        count, common = self.seen.get(key, (0, state.facts))
+        facts = common & state.facts
+        self.seen[key] = (count + 1, facts)
+        return state if count < MAX_FACT_SETS or facts == state.facts else state._replace(facts=facts)
 
 
 @dataclass

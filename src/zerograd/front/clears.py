@@ -230,20 +230,20 @@ class Clears(Calls):
 
 
 # Tests of a parameter that pick no subset to clear: one without a gradient has nothing to clear.
-_EVERY_PARAMETER = re.compile(r"^(?:not )?(?:{v}\.grad is(?: not)? None|{v}\.requires_grad)$")
+_EVERY_PARAMETER = r"^(?:not )?(?:{v}\.grad is(?: not)? None|{v}\.requires_grad)$"
 
 
 def _selective(loop: cst.For) -> bool:
     """Whether a `.grad` write of the loop runs under a test of the loop's parameter (or its
     name) other than whether it has a gradient: `if p.ndim > 1`, `if "bias" not in name`."""
-    names = {n.value for n in nodes_in(loop.target) if isinstance(n, cst.Name)}
-    for test in (n.test for n in nodes_in(loop.body) if isinstance(n, cst.If)):
-        parts = [text_of(t) for t in _conjuncts(test)]
-        every = [re.compile(_EVERY_PARAMETER.pattern.format(v=re.escape(v))) for v in names]
-        mentioned = [t for t in parts if any(re.search(rf"\b{re.escape(v)}\b", t) for v in names)]
-        if any(not any(e.match(t) for e in every) for t in mentioned):
-            return True
-    return False
+    names = [re.escape(n.value) for n in nodes_in(loop.target) if isinstance(n, cst.Name)]
+    if not names:
+        return False
+    mentions = re.compile(rf"\b(?:{'|'.join(names)})\b")
+    every = re.compile(_EVERY_PARAMETER.format(v=f"(?:{'|'.join(names)})"))
+    tests = (n.test for n in nodes_in(loop.body) if isinstance(n, cst.If))
+    return any(mentions.search(part) and not every.match(part)
+               for test in tests for part in map(text_of, _conjuncts(test)))
 
 
 def _conjuncts(test: cst.BaseExpression) -> list[cst.BaseExpression]:

@@ -32,6 +32,7 @@ from ..knowledge.optimizers import (
     is_scaler_callee,
 )
 from .counters import Counters, int_literal
+from .holdings import Holdings
 from .naming import block_of, dotted, receiver_key, suites
 from .walk import calls_in, nodes_in
 
@@ -173,10 +174,7 @@ class Collector:
         self.function: Optional[cst.FunctionDef] = None  # being read (None: the module body)
         self.facts = info.module
         self.cls: Optional[ClassInfo] = None  # whose method is being read
-        # Names a scope binds to parameters (`params = [p for p in m.parameters() if ...]`: m)
-        # or to a tensor of its own (`patch = torch.zeros(3, requires_grad=True)`: patch), so
-        # that an optimizer built over them holds those sets (issue 47). Only such names.
-        self.held: dict[tuple[int, str], tuple[str, ...]] = {}
+        self.holdings = Holdings(info.qualify)  # what names hold, for optimizers built over them
 
     def statements(self, body: Sequence[cst.CSTNode], cls: Optional[ClassInfo] = None) -> None:
         for statement in body:
@@ -352,7 +350,7 @@ class Collector:
             value = value.func.value
         for target in targets:
             if isinstance(target, cst.Name):
-                self._holds(target.value, value)
+                self.holdings.bind(self._scope(), target.value, value)
         if not isinstance(value, cst.Call):
             return
         qualified = self.info.qualify(value.func) or ""
@@ -377,7 +375,7 @@ class Collector:
             # (garage's conjugate gradient): only LBFGS proves a leak between evaluations.
             if qualified.rsplit(".", 1)[-1] == "LBFGS":
                 table.multiple_evaluations.add(key)
-            owners = parameters_owners(value) or self._held_in(value)
+            owners = self.holdings.of_construction(self._scope(), value)
             table.links.setdefault(key, set()).update(owners)
             if owners:
                 table.builds.setdefault((self._scope(), key), set()).add(frozenset(owners))
@@ -401,72 +399,7 @@ class Collector:
                 self.facts.built[key] = value
 
 
-    def _holds(self, name: str, value: cst.BaseExpression) -> None:
-        """Record what `name = value` binds, when it is parameters or a fresh tensor."""
-        owners = _owners_in(value)
-        if not owners and isinstance(value, cst.Call) and _fresh_tensor(self.info.qualify(_innermost(value).func) or ""):
-            owners = [name]
-        if owners:
-            self.held[(self._scope(), name)] = tuple(owners)
-        else:
-            self.held.pop((self._scope(), name), None)  # rebound to something else
-
-    def _held_in(self, call: cst.Call) -> list[str]:
-        """The sets an optimizer built over names holds (`Adam([patch])`, `SGD(params)`,
-        `[{"params": enc_params}, ...]`), when every name is known to hold some; else none."""
-        args = [a.value for a in call.args if a.keyword is None or a.keyword.value == "params"][:1]
-        items: list[cst.BaseExpression] = []
-        for arg in args:
-            elements = arg.elements if isinstance(arg, (cst.List, cst.Tuple)) else [arg]
-            for element in elements:
-                value = element.value if isinstance(element, cst.BaseElement) else element
-                if isinstance(value, cst.Dict):
-                    value = next((e.value for e in value.elements if isinstance(e, cst.DictElement)
-                                  and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == "params"), value)
-                items.append(value)
-        found: list[str] = []
-        for item in items:
-            held = self.held.get((self._scope(), item.value)) if isinstance(item, cst.Name) else None
-            if held is None:
-                return []
-            found += held
-        return found
-
-
-_REPLACEABLE = frozenset({"step", "zero_grad"})
-# Calls that make a tensor of their own, which no module holds (an adversarial patch, a latent).
-_FRESH = frozenset({"zeros", "ones", "randn", "rand", "empty", "full", "tensor", "zeros_like", "ones_like",
-                    "randn_like", "rand_like", "empty_like", "full_like", "Parameter"})
-
-
-def _fresh_tensor(qualified: str) -> bool:
-    head, _, last = qualified.rpartition(".")
-    return last in _FRESH and head in ("torch", "torch.nn", "nn", "torch.nn.parameter")
-
-
-def _innermost(call: cst.Call) -> cst.Call:
-    """`torch.zeros(3).to(device).requires_grad_()` -> `torch.zeros(3)`."""
-    while isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
-        call = call.func.value
-    return call
-
-
-def _owners_in(value: cst.BaseExpression) -> list[str]:
-    """Every module whose parameters an expression is made of (`list(m.parameters())`,
-    `[p for n, p in m.named_parameters() if ...]`)."""
-    return [receiver_key(c.func.value) for c in calls_in(value)
-            if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("parameters", "named_parameters")]
-
-
-def parameters_owners(call: cst.Call) -> list[str]:
-    """`Adam(chain(g.parameters(), d.parameters()))` -> ["g", "d"]: every module whose
-    `.parameters()` the arguments hold."""
-    owners = []
-    for inner in calls_in(call):
-        func = inner.func
-        if inner is not call and isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "named_parameters"):
-            owners.append(receiver_key(func.value))
-    return owners
+_REPLACEABLE = frozenset({"step", "zero_grad"})  # methods whose reassignment unmakes a torch optimizer
 
 
 def mark_relevant(info: ModuleInfo, linked: frozenset[str] = frozenset()) -> None:

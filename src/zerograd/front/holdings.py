@@ -1,0 +1,86 @@
+"""What an optimizer's constructor hands it, in module names (rules.md section 4, parameter
+sets): `Adam(chain(g.parameters(), d.parameters()))` holds `g` and `d`; one built over names
+(issue 47) holds what the scope bound them to, a list of a module's parameters kept in a
+variable (`params = [p for p in m.parameters() if p.ndim > 1]`: `m`) or a tensor of its own
+(`patch = torch.zeros(3, requires_grad=True)`: the set `patch`, which no module's clear reaches).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import libcst as cst
+
+from .naming import receiver_key
+from .walk import calls_in
+
+# Calls that make a tensor of their own, which no module holds (an adversarial patch, a latent).
+_FRESH = frozenset({"zeros", "ones", "randn", "rand", "empty", "full", "tensor", "zeros_like", "ones_like",
+                    "randn_like", "rand_like", "empty_like", "full_like", "Parameter"})
+_TORCH = ("torch", "torch.nn", "nn", "torch.nn.parameter")
+
+
+def parameters_owners(value: cst.BaseExpression) -> list[str]:
+    """Every module whose `.parameters()` (or `.named_parameters()`) an expression holds."""
+    return [receiver_key(c.func.value) for c in calls_in(value)
+            if isinstance(c.func, cst.Attribute) and c.func.attr.value in ("parameters", "named_parameters")]
+
+
+class Holdings:
+    """The names each scope bound to parameters or to a tensor of its own, so far in the pass
+    (a name rebound to anything else is forgotten); only such names are kept."""
+
+    def __init__(self, qualify: Callable[[cst.BaseExpression], Optional[str]]) -> None:
+        self.qualify = qualify
+        self.held: dict[tuple[int, str], tuple[str, ...]] = {}
+
+    def bind(self, scope: int, name: str, value: cst.BaseExpression) -> None:
+        owners = parameters_owners(value)
+        if not owners and isinstance(value, cst.Call) and _fresh_tensor(self.qualify(_innermost(value).func) or ""):
+            owners = [name]
+        if owners:
+            self.held[(scope, name)] = tuple(owners)
+        else:
+            self.held.pop((scope, name), None)
+
+    def of_construction(self, scope: int, call: cst.Call) -> list[str]:
+        """The modules an optimizer's constructor hands it: those whose parameters its arguments
+        hold, else those of the names it receives (`Adam([patch])`, `SGD(params)`, `[{"params":
+        enc_params}, ...]`) when every one of them is known to hold some; else none."""
+        return parameters_owners(call) or self._named(scope, call)
+
+    def _named(self, scope: int, call: cst.Call) -> list[str]:
+        found: list[str] = []
+        for item in _items(call):
+            held = self.held.get((scope, item.value)) if isinstance(item, cst.Name) else None
+            if held is None:
+                return []
+            found += held
+        return found
+
+
+def _items(call: cst.Call) -> list[cst.BaseExpression]:
+    """What the constructor's parameters argument lists: the argument, the elements of a list
+    or tuple, and of a param group `{"params": x}` its `x`."""
+    args = [a.value for a in call.args if a.keyword is None or a.keyword.value == "params"][:1]
+    items: list[cst.BaseExpression] = []
+    for arg in args:
+        for element in arg.elements if isinstance(arg, (cst.List, cst.Tuple)) else [arg]:
+            value = element.value if isinstance(element, cst.BaseElement) else element
+            if isinstance(value, cst.Dict):
+                value = next((e.value for e in value.elements if isinstance(e, cst.DictElement)
+                              and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == "params"), value)
+            items.append(value)
+    return items
+
+
+def _fresh_tensor(qualified: str) -> bool:
+    head, _, last = qualified.rpartition(".")
+    return last in _FRESH and head in _TORCH
+
+
+def _innermost(call: cst.Call) -> cst.Call:
+    """`torch.zeros(3).to(device).requires_grad_()` -> `torch.zeros(3)`."""
+    while isinstance(call.func, cst.Attribute) and isinstance(call.func.value, cst.Call):
+        call = call.func.value
+    return call
