@@ -4,12 +4,13 @@ counters, which move as the counters do. flow.py reads and updates them on a pat
 
 from __future__ import annotations
 
+import ast
 import re
 from typing import Optional
 
 from .graph import BackEffect
-from .keys import FLAG, INVARIANT, counter_of, size_key, unit_window
-from .model import Event, Test
+from .keys import ARGUMENT, FLAG, INVARIANT, counter_of, size_key, unit_window
+from .model import Branch, Event, Node, Test, children
 
 MAX_RESIDUE = 2  # modular facts further from the current phase than this are forgotten
 Facts = frozenset[tuple[str, int, bool]]
@@ -119,3 +120,44 @@ def _own_setting(word: str, names: frozenset[str]) -> bool:
     """`self.x` (or `self.x.y`), when the loop assigns nothing of `self.x`."""
     own = ".".join(word.split(".")[:2])
     return word.startswith("self.") and not any(n == own or n.startswith(own + ".") for n in names)
+
+
+# --- a call's literal arguments decide its callee's tests of them (issue 45) -----------------------
+
+
+def given_tests(node: Node) -> list[Test]:
+    """The tests of a parameter against a literal in a function's body (Test.given)."""
+    found = [node.test] if isinstance(node, Branch) and node.test is not None and node.test.given is not None else []
+    for child in children(node):
+        found.extend(given_tests(child))
+    return found
+
+
+def given_facts(tests: list[Test], values: dict[str, str]) -> Facts:
+    """What a call's literals (`update_params=False`) answer of the callee's tests: facts
+    entering it, so that only the arms the call selects are paths."""
+    facts = set()
+    for test in tests:
+        assert test.given is not None and test.key is not None
+        param, operator, literal = test.given
+        if param in values:
+            answer = decide(operator, values[param], literal)
+            if answer is not None:
+                facts.add((ARGUMENT + test.key, test.residue, answer))
+    return frozenset(facts)
+
+
+def decide(operator: str, value: str, literal: str) -> Optional[bool]:
+    """`value <operator> literal` as Python answers it (operator "": the value's truth)."""
+    try:
+        left = ast.literal_eval(value)
+        right = ast.literal_eval(literal) if operator else None
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    if operator == "":
+        return bool(left)
+    if operator in ("==", "!="):
+        return bool(left == right) == (operator == "==")
+    if right is None and operator in ("is", "is not"):  # identity is only sure for None
+        return (left is None) == (operator == "is")
+    return None

@@ -17,14 +17,17 @@ from functools import lru_cache
 from typing import NamedTuple, Optional
 
 from .conditions import Facts, assume, counted, shift
-from .graph import ArmEffect, BackEffect, Chain, EnterEffect, ExitEffect, RaiseEffect
-from .keys import covers, related, shares, unit_window, unrelated, within
+from .graph import ArmEffect, BackEffect, Chain, EnterEffect, ExitEffect, RaiseEffect, Summary
+from .keys import ARGUMENT, covers, related, shares, unit_window, unrelated, within
 from .model import Event, Kind, Test
 
 # Why gradients no step applied passed a step of their optimizer: nothing, a branch not taken, an
 # accumulation condition, a partial window left by a loop, or a jump (`continue`, `return`) that
 # skipped the rest of the iteration: only the last leaves gradients behind for the next step (ZG004).
 NO_GUARD, OTHER_GUARD, ACCUM_GUARD, PARTIAL_WINDOW, SKIP_GUARD = 0, 1, 2, 3, 4
+# ... or the caller's literal argument (`train_step(batch, update_params=False)`): kept for a later
+# call's step when they survive to the caller's next iteration, else discarded on purpose.
+CALLER_GUARD = 5
 OUT = -1  # first link of a chain that leads out of a callee, back into its caller
 HERE, BEFORE, DOUBTFUL = 0, 1, 2  # where gradients come from: this loop, before it, maybe cleared since
 TWICE = 3  # applied: by another optimizer over the same parameters (its step updated these weights)
@@ -59,6 +62,9 @@ class Removal(NamedTuple):
     empties: bool
     lost: bool  # it removed an open accumulation window, not beside a reset of its counter (LOST, ZG003)
     zeroes: bool  # zeroed in place, not set to None
+    # Not a removal (yet): a possible clear since the last backward, which may have left that
+    # backward's gradients (guarded so) for the optimizer's own clear to remove.
+    maybe: Optional[int] = None
 
 
 def _removal(chain: Chain, guard: int, zeroes: bool, restarts: bool) -> Optional[Removal]:
@@ -69,10 +75,10 @@ def _removal(chain: Chain, guard: int, zeroes: bool, restarts: bool) -> Optional
 
 def _refilled(removed: Optional[Removal]) -> Optional[Removal]:
     """A backward (or a possible clear) since the clear: the next step need not be empty; only a
-    lost window still counts."""
-    if removed is None or not (removed.empties or removed.zeroes):
+    lost window still counts (and what a possible clear may have left is this backward's now)."""
+    if removed is None or not (removed.empties or removed.zeroes or removed.maybe is not None):
         return removed
-    return removed._replace(empties=False, zeroes=False) if removed.lost else None
+    return removed._replace(empties=False, zeroes=False, maybe=None) if removed.lost else None
 
 
 Held = frozenset[Grad]
@@ -207,13 +213,23 @@ def _cleared(s: State, chain: Chain, zeroes: bool, restarts: bool) -> State:
     """The optimizer's clear: what no step applied is lost (rules.md v3 EMPTY, LOST), unless
     nothing was (the earlier loss stands)."""
     read = s.read
-    removed = _removal(chain, read.guard, zeroes, restarts) if read.pending else s.removed
+    removed = s.removed
+    if read.pending:
+        removed = _removal(chain, read.guard, zeroes, restarts)
+    elif removed is not None and removed.maybe is not None:  # what a possible clear may have left
+        removed = _removal(chain, removed.maybe, zeroes, restarts) or removed._replace(maybe=None)
     return State(EMPTY, removed, s.facts)
 
 
 def _maybe_cleared(s: State) -> State:
-    """A possible clear ends stale gradients but never proves a misplaced clear."""
-    return State(EMPTY, _refilled(s.removed), s.facts)
+    """A possible clear ends stale gradients but never proves a misplaced clear. What no step
+    applied may still be there, though: the optimizer's own clear after it removes that whatever
+    the possible clear did (`model.zero_grad(); opt.zero_grad()` between backward and step)."""
+    removed = _refilled(s.removed)
+    read = s.read
+    if read.pending:
+        removed = (removed or Removal((), False, False, False))._replace(maybe=read.guard)
+    return State(EMPTY, removed, s.facts)
 
 
 @lru_cache(maxsize=CACHED)
@@ -354,6 +370,17 @@ def cross(effect: object, s: State, target: str) -> Optional[State]:
     return s
 
 
+def _selected(s: State, here: Summary, stepped: bool, target: str) -> State:
+    """The arm a caller's literal selects: gradients it takes past a step the other arm makes
+    were kept from that step by the caller (`update_params=False`)."""
+    read = s.read
+    if s.pending and not read.foreign and stepped and target not in here.steps and read.guard == NO_GUARD:
+        return _guarded(s, CALLER_GUARD, None)
+    if s.pending and target in here.steps and read.guard in (ACCUM_GUARD, CALLER_GUARD):
+        return _guarded(s, NO_GUARD, None)  # the caller's window ends in this arm (as above)
+    return s
+
+
 def _size_knob(test: Test) -> bool:
     """A knob on a window's size (`if accum == 1: opt.zero_grad()`): it chooses the window, not
     whether gradients are cleared; at the other sizes nothing clears them (issue 47)."""
@@ -381,11 +408,20 @@ def _around(effect: BackEffect, s: State, micro: bool) -> State:
         return s._replace(held=held)
     if micro and read.pending and (not read.foreign or not effect.micro):
         return _guarded(s, ACCUM_GUARD, read.counter)
+    if read.pending and read.guard == CALLER_GUARD:
+        # Kept from the step by the caller's argument into its next iteration: its accumulation.
+        return _guarded(s, ACCUM_GUARD, None)
     return s
 
 
 def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
     test, arm = effect.test, effect.arm
+    # A call's literal argument answered the test: only one arm is a path, and no choice.
+    decided = test is not None and effect.given is not None and (
+        (ARGUMENT + effect.given, test.residue, (arm == 0) == test.positive) in s.facts)
+    if not decided and test is not None and effect.given is not None and (
+            (ARGUMENT + effect.given, test.residue, (arm == 0) != test.positive) in s.facts):
+        return None
     if test is not None and test.key is not None:
         assumed = assume(s.facts, test, (arm == 0) == test.positive)
         if assumed is None:
@@ -393,6 +429,8 @@ def _enter_arm(effect: ArmEffect, s: State, target: str) -> Optional[State]:
         s = s._replace(facts=assumed)
     accumulation = test is not None and test.accumulation
     here = effect.summaries[arm]
+    if decided:
+        return _selected(s, here, any(target in sm.steps for sm in effect.summaries), target)
     elsewhere = [c for c in (sm.clear_of(target) for sm in effect.summaries) if c is not None]
     if (test is not None and (test.invariant or test.dispatch) and here.clear_of(target) is None and elsewhere
             and target not in here.steps and not _size_knob(test)):

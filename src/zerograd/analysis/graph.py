@@ -28,6 +28,9 @@ class ArmEffect:
     summaries: tuple[Summary, ...]
     counter: Optional[str] = None  # of an accumulation test, even when its outcome is not kept
     congruent: Optional[bool] = None  # a modular test's arm where `counter % k == r` holds
+    # A test of a parameter against a literal: its key, which a call's literal argument may
+    # decide (conditions.given_facts).
+    given: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -303,15 +306,17 @@ class Graph:
             # Tested once: its outcome correlates with nothing (but a knob's, a fact that events
             # set, or a modular test of a counter the caller hands over, `batch_idx` in a hook:
             # the caller's phase).
-            test = Test(test.accumulation, None, invariant=test.invariant, external=test.external, counter=test.counter,
-                        dispatch=test.dispatch)
+            test = Test(test.accumulation, None, positive=test.positive, invariant=test.invariant, external=test.external,
+                        counter=test.counter, dispatch=test.dispatch)
+        given = node.test.key if node.test is not None and node.test.given is not None else None
         join = self.node()
         reached = False
         for index, arm in enumerate(node.arms):
             entry = self.node()
             key = node.test.key if node.test else None
             congruent = (index == 0) == node.test.positive if node.test and key and key.startswith("mod:") else None
-            self.edge(at, entry, ArmEffect(test, index, summaries, node.test.counter if node.test else None, congruent))
+            self.edge(at, entry, ArmEffect(test, index, summaries, node.test.counter if node.test else None, congruent,
+                                           given))
             last = self.build(arm, entry, exits)
             if last is not None:
                 self.edge(last, join)

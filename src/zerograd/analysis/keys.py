@@ -11,6 +11,7 @@ from typing import Optional
 _ROOT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 INVARIANT = "inv:"  # prefix of the key of a test no iteration can change (a knob)
 FLAG = "flag:"  # prefix of the key of a flag's value, which only its assignments change (1: True)
+ARGUMENT = "arg:"  # prefix of what a call's literal argument answers of its callee's test (given_facts)
 
 
 def root_of(key: str) -> str:

@@ -67,6 +67,9 @@ class Test:
     # The last test of an `if x == "a": ... elif x == "b": ...` chain on one parameter with no
     # else: its false arm runs only for values the caller may never pass (unknown, not a path).
     dispatch: bool = False
+    # A test of one parameter against a literal (`if update_params:`, `mode == "disc"`,
+    # `idx is None`): (parameter, operator, literal), which a call's literal argument decides.
+    given: Optional[tuple[str, str, str]] = None
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,9 @@ class Call:
     funcs: tuple[tuple[str, int, str], ...] = ()  # callee parameter -> function handed over, its `self`
     param: Optional[str] = None  # calling a parameter: whatever function the caller passed
     external: Optional[str] = None  # another module's function (bindings name positions "#0", "#1"...)
+    # Callee parameters the call gives a literal (`update_params=False`, or a literal default it
+    # leaves alone): parameter -> the literal's source text.
+    values: tuple[tuple[str, str], ...] = ()
 
 
 Node = Union[Event, Seq, Branch, Loop, Jump, Try, Call]

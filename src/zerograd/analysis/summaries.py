@@ -16,10 +16,11 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
+from .conditions import given_facts, given_tests
 from .flow import OUT, START, State, cross, relink, relinked, transfer
 from .graph import Chain, Graph, Summary, summarize
 from .keys import INVARIANT, counter_of, rebase, rename, root_of
-from .model import Call, Event, Function, Kind, Program
+from .model import Call, Event, Function, Kind, Program, Test
 from .verdicts import Verdict, judge_contamination, judge_step
 
 # State transfers per analysed scope and optimizer, callees included: 400,000, or 16 per node of
@@ -87,6 +88,7 @@ class Analyzer:
         self.work = 0
         self.budget = MAX_WORK  # set per analysed scope (analyse)
         self.coarse = False  # join path facts (_Joins): the second try of a scope past the cap
+        self.given: dict[int, list[Test]] = {}  # fid -> its tests a caller's literal may decide
 
     def set_coarse(self, coarse: bool) -> None:
         """Enter or leave coarse runs. What was tabulated in the other mode goes: an exact outcome
@@ -233,6 +235,8 @@ class Analyzer:
         receiver = next((key for param, key in call.bindings if param == "self"), None)
         carry = _Carry(receiver, self.static(fid, handed).moves, callee.local)
         entry = carry.enter(state)
+        if call.values:
+            entry = entry._replace(facts=entry.facts | given_facts(self._given(fid), dict(call.values)))
         key = (fid, inner_target, entry, handed)
         if key in self.active:
             return [state]  # recursion: the call adds nothing the path into it did not hold
@@ -251,6 +255,11 @@ class Analyzer:
                 entry_states = outcome.steps.setdefault((call.site,) + chain, (event, set()))[1]
                 entry_states.update(_lift(s, call.site, carry.back(state, s)) for s in states)
         return [_lift(s, call.site, carry.back(state, s)) for s in found.exits]
+
+    def _given(self, fid: int) -> list[Test]:
+        if fid not in self.given:
+            self.given[fid] = given_tests(self.program.functions[fid].body)
+        return self.given[fid]
 
     # --- one scope, standalone --------------------------------------------------------------
 

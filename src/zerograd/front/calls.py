@@ -19,9 +19,10 @@ import libcst as cst
 from ..analysis.model import Call, Event, Kind, Node, Test
 from ..knowledge.frameworks import Framework
 from ..knowledge.optimizers import CLEARING_FUNCTIONS, is_optimizer_callee
+from .conditions import literal_text
 from .counters import Counts
 from .facts import ClassInfo, FunctionFacts, ModuleInfo
-from .naming import dotted
+from .naming import assigned_names, block_of, dotted
 from .sites import Sites
 
 Link = Callable[[str], Optional[str]]  # a qualified name -> the project function it names
@@ -209,7 +210,8 @@ class Calls:
                 bindings.append((name, key))
                 if self.is_optimizer(key, ctx):
                     self.optimizer_params.add((id(function), name))
-        return Call(self.sites.site(call), self.index[id(function)], tuple(bindings), tuple(funcs))
+        return Call(self.sites.site(call), self.index[id(function)], tuple(bindings), tuple(funcs),
+                    values=_values(function, call.args if args is None else args, receiver is not None))
 
     def resolve(self, func: cst.BaseExpression, ctx: Context) -> Optional[tuple[cst.FunctionDef, Optional[str]]]:
         """The function of this module a callee names, and the receiver bound to its `self`:
@@ -277,7 +279,18 @@ class Calls:
                 return facts.instances[receiver], facts.built[receiver], "here" if scope is ctx.function else "outer"
             if scope is None:
                 return None
+            if receiver in facts.parameters:
+                return self._handed_instance(scope, receiver)
             scope = facts.parent
+
+    def _handed_instance(self, function: cst.FunctionDef, param: str) -> Optional[tuple[str, cst.Call, str]]:
+        """A parameter every caller hands an instance of one class of ours (ModuleInfo.
+        parameter_class): its methods are that class's. Its constructor's arguments are the
+        callers', so none is bound here (an empty call)."""
+        cls = self.info.parameter_class(function, param)
+        if cls is None or param in _assigned(function):
+            return None
+        return cls, cst.Call(cst.Name(cls)), "caller"
 
     def _field_bindings(self, receiver: str, me: str, ctx: Context) -> list[tuple[str, str]]:
         """`t = Trainer(model, opt)` and `self.optimizer = optimizer` in Trainer.__init__: in
@@ -322,3 +335,35 @@ def _handed(call: cst.Call, params: list[str]) -> dict[str, cst.BaseExpression]:
         if name is not None and isinstance(arg.value, (cst.Name, cst.Attribute, cst.Subscript)):
             handed[name] = arg.value
     return handed
+
+
+def _values(function: cst.FunctionDef, args: Sequence[cst.Arg], bound: bool) -> tuple[tuple[str, str], ...]:
+    """The callee's parameters this call gives a literal: passed (`update_params=False`), or a
+    literal default left alone where no `*args`/`**kwargs` could pass it. A parameter the callee
+    assigns is not its caller's value any more."""
+    params = [*function.params.posonly_params, *function.params.params]
+    if bound and params and params[0].name.value in ("self", "cls"):
+        params = params[1:]
+    named = {p.name.value: p for p in (*params, *function.params.kwonly_params)}
+    found: dict[str, Optional[str]] = {}
+    starred = False
+    for position, arg in enumerate(args):
+        if arg.star:
+            starred = True
+            continue
+        positional = position < len(params) and not starred
+        name = arg.keyword.value if arg.keyword else (params[position].name.value if positional else None)
+        if name is not None:
+            found[name] = literal_text(arg.value)
+    if not starred:
+        for name, param in named.items():
+            if name not in found and param.default is not None:
+                found[name] = literal_text(param.default)
+    values = {name: text for name, text in found.items() if text is not None and name in named}
+    if values:
+        values = {name: text for name, text in values.items() if name not in _assigned(function)}
+    return tuple(sorted(values.items()))
+
+
+def _assigned(function: cst.FunctionDef) -> frozenset[str]:
+    return assigned_names(block_of(function.body))

@@ -8,7 +8,7 @@ that test it twice are correlated.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Optional
 
 import libcst as cst
@@ -346,3 +346,40 @@ def _own_nodes(suite: cst.BaseSuite) -> list[cst.CSTNode]:
         elif not isinstance(item, (cst.For, cst.While, cst.FunctionDef, cst.ClassDef)):
             pending.extend(s for suite in suites(item) for s in block_of(suite))
     return found
+
+
+# --- a parameter tested against a literal, which a call's literal argument decides ---------------
+
+_OPERATORS = {cst.Equal: "==", cst.NotEqual: "!=", cst.Is: "is", cst.IsNot: "is not"}
+
+
+def literal_text(node: Optional[cst.BaseExpression]) -> Optional[str]:
+    """The source of a plain literal (`True`, `None`, `1`, `-1`, `"disc"`), else None."""
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return node.value
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+        return text_of(node)
+    if (isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)
+            and isinstance(node.expression, (cst.Integer, cst.Float))):
+        return "-" + text_of(node.expression)
+    return None
+
+
+def given_of(test: cst.BaseExpression, params: Collection[str]) -> Optional[tuple[str, str, str]]:
+    """`p`, `p == "disc"`, `1 != p`, `p is None` (nots stripped: Test.positive keeps them) for a
+    parameter `p`: (p, operator, literal), the operator "" for a truth test."""
+    while isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        test = test.expression
+    if isinstance(test, cst.Name) and test.value in params:
+        return test.value, "", ""
+    if not isinstance(test, cst.Comparison) or len(test.comparisons) != 1:
+        return None
+    target = test.comparisons[0]
+    operator = _OPERATORS.get(type(target.operator))
+    left, right = test.left, target.comparator
+    if literal_text(left) is not None:
+        left, right = right, left
+    literal = literal_text(right)
+    if operator is None or literal is None or not isinstance(left, cst.Name) or left.value not in params:
+        return None
+    return left.value, operator, literal

@@ -7,6 +7,7 @@ functions handed to a framework as callbacks (evidence of a step function, secti
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Optional, Union
@@ -104,7 +105,19 @@ class ModuleInfo:
     # computed somewhere, or set to different values): frameworks.py
     accumulation: dict[str, Optional[int]] = field(default_factory=dict)
     counters: Counters = field(default_factory=Counters)
+    # Calls by a plain name (`train(args, trainer)`): how many per name, and those that hand an
+    # instance of a class of this module over (`trainer = Trainer()`): (name, {arg: class}).
+    name_calls: Counter[str] = field(default_factory=Counter)
+    instance_args: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     _calls: dict[int, list[cst.Call]] = field(default_factory=dict)
+    _typed: Optional[dict[tuple[int, str], str]] = None
+
+    def parameter_class(self, function: cst.FunctionDef, name: str) -> Optional[str]:
+        """The class of this module whose instance every call of `function` (a module-level
+        function, called by its name) hands over as parameter `name`."""
+        if self._typed is None:
+            self._typed = _typed_parameters(self)
+        return self._typed.get((id(function), name))
 
     def calls_of(self, node: cst.CSTNode) -> list[cst.Call]:
         """calls_in, computed once per node: two passes walk the same statements."""
@@ -273,6 +286,13 @@ class Collector:
         elif type(func) is cst.Name:
             # Calling a parameter (`f()` in fastai's _with_events) may run anything handed over.
             facts.events |= func.value == "backward" or func.value in facts.parameters
+            self.info.name_calls[func.value] += 1
+            if facts.instances:
+                instances = {arg.keyword.value if arg.keyword else f"#{position}": facts.instances[arg.value.value]
+                             for position, arg in enumerate(call.args)
+                             if type(arg.value) is cst.Name and arg.value.value in facts.instances and not arg.star}
+                if instances and not any(arg.star for arg in call.args):
+                    self.info.instance_args.append((func.value, instances))
         callee = func.attr.value if type(func) is cst.Attribute else dotted(func) or ""
         setting = accumulation_of(self.info.qualify(func) or "")
         if setting is not None:
@@ -428,3 +448,23 @@ def _registration(node: cst.BaseExpression, method: str) -> Optional[tuple[str, 
     event = dotted(node.args[0].value) if node.args else None
     name = (event or "").rsplit(".", 1)[-1]
     return (receiver_key(node.func.value), name) if name in (STARTED, COMPLETED) else None
+
+
+def _typed_parameters(info: ModuleInfo) -> dict[tuple[int, str], str]:
+    """Parameters of module-level functions that every call by name hands an instance of one
+    class of this module (issue 45: a `train(args, trainer)` that calls `trainer.train_step()`)."""
+    seen: dict[tuple[str, str], Counter[str]] = {}
+    for name, handed in info.instance_args:
+        function = info.functions.get(name)
+        if function is None:
+            continue
+        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        for where, cls in handed.items():
+            param = params[int(where[1:])] if where.startswith("#") and int(where[1:]) < len(params) else where
+            seen.setdefault((name, param), Counter())[cls] += 1
+    typed = {}
+    for (name, param), classes in seen.items():
+        (cls, count), = classes.most_common(1)
+        if len(classes) == 1 and count == info.name_calls[name] and cls in info.classes:
+            typed[(id(info.functions[name]), param)] = cls
+    return typed

@@ -23,6 +23,7 @@ from .conditions import (
     classify,
     classify_flag,
     first_turn,
+    given_of,
     literal_flags,
     names_of,
     peeled_counter,
@@ -250,7 +251,8 @@ class Builder(Receivers, Windows):
         if knob and found.key is not None:
             # The same arm in every iteration: its outcome is remembered around the loop.
             found = replace(found, key=INVARIANT + found.key)
-        return replace(found, invariant=knob, external=external) if knob or external else found
+        given = given_of(test, params) if external and found.key is not None else None
+        return replace(found, invariant=knob, external=external, given=given) if knob or external else found
 
     def _loop(self, node: Union[cst.For, cst.While], ctx: Context) -> list[Node]:
         body_nodes = block_of(node.body)

@@ -176,7 +176,12 @@ class Planner:
 
     def _move_before_backward(self, clear: _Statement, loop: cst.CSTNode) -> Optional[Edit]:
         backward = self._first_backward(loop)
-        if _cleared(clear) is None or backward is None or backward.first == clear.first:
+        cleared = _cleared(clear)
+        if cleared is None or backward is None or backward.first == clear.first:
+            return None
+        # Another receiver's clear between them (`model.zero_grad()`) may clear the same
+        # gradients: moving this one alone would not be the fix, so none is offered.
+        if any(backward.first < s.first < clear.first and _cleared(s) not in (None, cleared) for s in self._in_loop(loop)):
             return None
         return Edit(backward.first, _own_text(self.source, clear), backward.first, delete=(clear.first, clear.last),
                     description=f"move the clear before line {backward.first}")
