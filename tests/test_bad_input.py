@@ -242,7 +242,11 @@ def test_a_scope_whose_facts_multiply_is_analysed_again_joined(monkeypatch: pyte
     report = engine.inspect_source(source)
     assert [(f.line, f.code) for f in report.findings] == expected and report.capped == 0
     monkeypatch.setattr(summaries, "MAX_FACT_SETS", 64)  # joined too late: the second try is capped too
-    assert {f.code for f in engine.inspect_source(source).findings} == {"ZG901"}
+    found = engine.inspect_source(source).findings
+    # The scope itself is a ZG901; a call that passes it a literal (`use_extra=True`) has fewer
+    # paths, so the caller's own analysis may still see the bug, at the call.
+    main = source.splitlines().index('if __name__ == "__main__":') + 1
+    assert "ZG901" in {f.code for f in found} and all(f.line > main or f.code == "ZG901" for f in found)
 
 
 def _sparse(path: Path, size: int, head: bytes = b"") -> None:

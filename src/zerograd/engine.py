@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Protocol
 
 from .analysis.graph import MAX_NODES, TooBig
+from .analysis.keys import HANDED
 from .analysis.model import Call, Event, Finding, Function, Loop, Node, Settings, Span, calls_of, children
 from .analysis.rules import CLEAR_KINDS, HOOK_KINDS, Hook, code_for, message
 from .analysis.summaries import CapReached
@@ -312,6 +313,8 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
             code = code_for(verdict, stepper)
             line = sites.locate(verdict.note).line if verdict.note is not None else 0
             label, kind, site, hook = verdict.label, verdict.kind, verdict.chain[0], None
+            if code == "ZG001" and kind == "never_cleared" and verdict.target.endswith(HANDED):
+                kind = "handed_never_cleared"
             if function.driver:
                 # A framework's order around the user's hooks (drivers.py): reported at the event
                 # itself, in the hook, and a dropped clear as the override's (rules.md section 7).

@@ -18,7 +18,7 @@ from typing import NamedTuple, Optional
 
 from .conditions import Facts, assume, counted, shift
 from .graph import ArmEffect, BackEffect, Chain, EnterEffect, ExitEffect, RaiseEffect, Summary
-from .keys import ARGUMENT, covers, related, shares, unit_window, unrelated, within
+from .keys import ARGUMENT, HANDED, covers, related, shares, unit_window, unrelated, within
 from .model import Event, Kind, Test
 
 # Why gradients no step applied passed a step of their optimizer: nothing, a branch not taken, an
@@ -152,6 +152,10 @@ EMPTY: Held = frozenset()
 
 def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str]]) -> State:
     kind = event.kind
+    if target.endswith(HANDED) and kind is not Kind.BACKWARD and event.target != target:
+        return _handed(event, s, target, links)
+    if kind is Kind.STEP and event.target is not None and event.target != target and event.target.endswith(HANDED):
+        return s  # a hand-over to another module's parameters is no step of an optimizer
     if kind is Kind.BACKWARD:
         # Earlier gradients keep the guard they passed: another loss's backward (a GAN's) does
         # not undo a skipped step.
@@ -184,6 +188,26 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind is Kind.BUILD and event.target == target:
         return s._replace(held=_unapplied(s.held))
     if kind is Kind.MAYBE_CLEAR and target not in event.spares and not unrelated(event.target, target, links):
+        return _maybe_cleared(s)
+    return s
+
+
+def _handed(event: Event, s: State, target: str, links: dict[str, frozenset[str]]) -> State:
+    """What clears a module's gradients that are handed to another module's parameters: its own
+    clear (`local.zero_grad()`, a clear of an optimizer over it), and possibly a clear that zeroes
+    in place the shared tensors they are bound to. A shared optimizer's clear that sets the
+    shared .grad to None (PyTorch 2's default) unbinds them and leaves the module's own."""
+    module = target[:-len(HANDED)]
+    kind = event.kind
+    if kind not in (Kind.CLEAR, Kind.MAYBE_CLEAR):
+        return s
+    held = links.get(event.target or "") if kind is Kind.CLEAR else None
+    if event.target is not None and (within(event.target, module) if kind is Kind.MAYBE_CLEAR
+                                     else any(within(m, module) for m in held or ())):
+        return _cleared(s, (event.site,), event.zeroes, event.restarts)
+    # An optimizer whose modules are not known here may hold the local module (silent).
+    if event.zeroes or kind is Kind.CLEAR and not held or kind is Kind.MAYBE_CLEAR and (
+            event.target is None or "[" in event.target):
         return _maybe_cleared(s)
     return s
 

@@ -11,6 +11,9 @@ from typing import Optional
 _ROOT = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 INVARIANT = "inv:"  # prefix of the key of a test no iteration can change (a knob)
 FLAG = "flag:"  # prefix of the key of a flag's value, which only its assignments change (1: True)
+# The gradients of a module's parameters handed to another module's parameters (an A3C worker's
+# `shared_p._grad = p.grad`), as a target of their own: `model.grad` for `model`'s.
+HANDED = ".grad"
 ARGUMENT = "arg:"  # prefix of what a call's literal argument answers of its callee's test (given_facts)
 
 

@@ -101,6 +101,10 @@ _VARIANTS = {
     "clears only some of its parameters; call {o}.zero_grad() before backward() or after step()",
     "part_cleared": "gradients of '{o}' are never wholly cleared in this loop: the clear at line {line} leaves "
     "those of {other}, which '{o}' also holds; call {o}.zero_grad() before backward() or after step()",
+    "handed_never_cleared": "gradients of '{o}' are never cleared in this loop, and they are handed to another "
+    "module's parameters (`shared._grad = p.grad`) whose step applies every earlier loss again: since PyTorch 2.0 "
+    "the shared optimizer's zero_grad() sets its .grad to None and leaves {o}'s; call {o}.zero_grad() before "
+    "backward()",
     "leaked_in": "the first {o}.step() of this loop also applies the gradients that the backward() at line "
     "{line}, before the loop, left in .grad; clear '{o}' before the loop or at the top of the loop",
     "applied_twice": "{o}.step() applies again the gradients that {other}.step() already applied: both are "

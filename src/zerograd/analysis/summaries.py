@@ -19,7 +19,7 @@ from typing import Any, Optional
 from .conditions import given_facts, given_tests
 from .flow import OUT, START, State, cross, relink, relinked, transfer
 from .graph import Chain, Graph, Summary, summarize
-from .keys import INVARIANT, counter_of, rebase, rename, root_of
+from .keys import HANDED, INVARIANT, counter_of, rebase, rename, root_of
 from .model import Call, Event, Function, Kind, Program, Test
 from .verdicts import Verdict, judge_contamination, judge_step
 
@@ -276,7 +276,8 @@ class Analyzer:
         outcome = self.run(fid, target, entry, (), repeat=function.step_function)
         verdicts: list[Verdict] = []
         for chain, (event, states) in sorted(outcome.steps.items()):
-            label = event.label if len(chain) == 1 else target  # name it in this scope's words
+            # Named in this scope's words (a hand-over by the module whose gradients it hands).
+            label = event.label if len(chain) == 1 else target.removesuffix(HANDED)
             around = self._around(graph, chain[0])
             has_clear = around is not None and around.may_clear(target, self.program.links_of(fid))
             partial = around.partial if around is not None else None

@@ -12,12 +12,12 @@ from typing import Optional
 
 import libcst as cst
 
-from ..analysis.keys import within
-from ..analysis.model import Call, Event, Kind, Loop, Node, Seq, children
+from ..analysis.keys import HANDED, within
+from ..analysis.model import Branch, Call, Event, Kind, Loop, Node, Seq, children
 from ..knowledge.frameworks import clears_all
 from .calls import Calls, Context, Owner
 from .grads import grad_written
-from .naming import block_of, statements_of, text_of
+from .naming import block_of, bound_names, statements_of, text_of
 from .walk import nodes_in
 
 
@@ -204,6 +204,28 @@ class Clears(Calls):
             return [self.event(Kind.MAYBE_CLEAR, node, replace(ctx, gate=None)), *added] if Kind.CLEAR not in kinds else None
         return [*self._owner_clear(node, owner, ctx, zeroes), *added]
 
+    def _handed(self, node: cst.For, ctx: Context) -> Optional[list[Node]]:
+        """`for p, s in zip(local.parameters(), shared.parameters()): s._grad = p.grad` (an A3C
+        worker): the local module's gradients handed to the shared module's parameters, whose
+        optimizer applies them. A step of the local module's gradients (keys.HANDED), which only
+        its own clear removes; an early `return` may skip it."""
+        it, names = node.iter, list(bound_names(node.target))
+        if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "zip"
+                and len(it.args) == 2 and len(names) == 2 and isinstance(node.target, cst.Tuple)):
+            return None
+        owners = [self._owner_of(arg.value, ctx) for arg in it.args]
+        if not all(owner is not None and owner[0] == "module" for owner in owners):
+            return None
+        source = owners[0][1]  # type: ignore[index]
+        local, shared = names
+        body = statements_of(block_of(node.body))
+        if not any(_hands(statement, local, shared) for statement in body):
+            return None
+        step = self.event(Kind.STEP, node, ctx, source + HANDED, label=source)
+        if any(isinstance(n, (cst.Return, cst.Break)) for n in nodes_in(node.body)):
+            return [Branch((Seq((step,)), Seq()))]
+        return [step]
+
     def _owner_clear(self, node: cst.CSTNode, owner: Owner, ctx: Context, zeroes: bool = False) -> list[Node]:
         kind, key = owner
         if kind in ("optimizer", "group"):
@@ -283,3 +305,12 @@ def _nodes_in(node: Node) -> list[Node]:
         found.append(current)
         stack.extend(children(current))
     return found
+
+
+def _hands(statement: cst.CSTNode, local: str, shared: str) -> bool:
+    """`shared._grad = local.grad` (or `.grad`, a copy of it: `local.grad.clone()`, `.cpu()`)."""
+    if type(statement) is not cst.Assign or len(statement.targets) != 1:
+        return False
+    target = statement.targets[0].target
+    return (isinstance(target, cst.Attribute) and target.attr.value in ("grad", "_grad")
+            and text_of(target.value) == shared and f"{local}.grad" in text_of(statement.value))

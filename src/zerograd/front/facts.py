@@ -264,7 +264,7 @@ class Collector:
             self._field(targets, node.value)
             self.info.counters.record(node, targets, node.value, self.function)
             self.info.counters.test(node.value)  # `should_step = self.n % k == 0`
-            if any(isinstance(t, cst.Attribute) and t.attr.value == "grad" for t in targets):
+            if any(isinstance(t, cst.Attribute) and t.attr.value in ("grad", "_grad") for t in targets):
                 self.facts.events = True  # `p.grad = None`
         elif type(node) is cst.AugAssign:
             self.info.counters.record(node, [node.target], None, self.function)
@@ -389,16 +389,15 @@ class Collector:
         framework = factory_of(qualified)
         if framework is not None:
             self._engine(key, framework, value)
+        if self._custom_optimizer(qualified):
+            self._links(key, value)  # and an instance of ours (below): its own methods resolve
         if is_optimizer_callee(qualified):
             table.built.add(key)
             # LBFGS evaluates a step's closure many times; other classes once, or as they like
             # (garage's conjugate gradient): only LBFGS proves a leak between evaluations.
             if qualified.rsplit(".", 1)[-1] == "LBFGS":
                 table.multiple_evaluations.add(key)
-            owners = self.holdings.of_construction(self._scope(), value)
-            table.links.setdefault(key, set()).update(owners)
-            if owners:
-                table.builds.setdefault((self._scope(), key), set()).add(frozenset(owners))
+            self._links(key, value)
         elif is_scaler_callee(qualified):
             table.scalers.add(key)
         elif is_engine_callee(qualified) or qualified.split(".", 1)[0] in NON_TORCH_ROOTS:
@@ -417,6 +416,20 @@ class Collector:
             else:
                 self.facts.instances[key] = qualified
                 self.facts.built[key] = value
+
+    def _links(self, key: str, value: cst.Call) -> None:
+        """An optimizer built here holds the modules its constructor is handed."""
+        table = self.info.table
+        owners = self.holdings.of_construction(self._scope(), value)
+        table.links.setdefault(key, set()).update(owners)
+        if owners:
+            table.builds.setdefault((self._scope(), key), set()).add(frozenset(owners))
+
+    def _custom_optimizer(self, name: str) -> bool:
+        """A class of this module deriving from a torch optimizer (A3C's `SharedAdam`): built over
+        parameters as its base is."""
+        cls = self.info.classes.get(name)
+        return cls is not None and any(is_optimizer_callee(self.info.qualify_name(base)) for base in cls.bases)
 
 
 _REPLACEABLE = frozenset({"step", "zero_grad"})  # methods whose reassignment unmakes a torch optimizer

@@ -223,7 +223,7 @@ class Scan:
             self._import(node)
         elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in targets):
+            if any(isinstance(t, ast.Attribute) and t.attr in ("grad", "_grad") for t in targets):
                 self.events.add(owner)
             if not isinstance(node, ast.AugAssign) and isinstance(node.value, ast.Call):
                 self.assigned.append((owner, dotted(node.value.func)))

@@ -260,6 +260,9 @@ class Builder(Receivers, Windows):
         if unrolled is not None:
             return unrolled
         if isinstance(node, cst.For):
+            handed = self._handed(node, ctx)
+            if handed is not None:
+                return handed
             owner = self._owner_of(node.iter, ctx)
             inner = replace(ctx, moves=assigned_names(body_nodes) | frozenset(bound_names(node.target)))
             if owner is not None:
