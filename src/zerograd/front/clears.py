@@ -12,12 +12,12 @@ from typing import Optional
 
 import libcst as cst
 
-from ..analysis.keys import HANDED, within
+from ..analysis.keys import HANDED, root_of, within
 from ..analysis.model import Branch, Call, Event, Kind, Loop, Node, Seq, children
 from ..knowledge.frameworks import clears_all
 from .calls import Calls, Context, Owner
 from .grads import grad_written
-from .naming import block_of, bound_names, statements_of, text_of
+from .naming import assigned_names, block_of, bound_names, statements_of, text_of
 from .walk import nodes_in
 
 
@@ -137,13 +137,45 @@ class Clears(Calls):
         linked = self.info.table.optimizers_of_module(module) if module is not None else []
         if module is not None:  # an optimizer this scope builds holds what it is built over here
             linked = [o for o in linked if self._may_hold(ctx, o, module)]
+        spares: frozenset[str] = frozenset()
+        if module is not None and self._fresh(ctx, module):
+            # Built here (`model = Net()`, a deep copy): no optimizer from before this call holds
+            # it, whatever name the object it was built over had (identity by binding).
+            spares = frozenset(o for o in self.info.table.links if not self._bound_here(ctx, o))
+            linked = [o for o in linked if o not in spares]
+        elif module is not None and not linked and root_of(module) in self._facts(ctx).parameters:
+            # A module handed in under a name no optimizer's link uses (`net` for the caller's
+            # `model`): any optimizer may hold it, but for those this scope builds over what
+            # it names (`Adam([patch])`, `SGD(student.parameters())`).
+            scope = id(ctx.function) if ctx.function is not None else 0
+            module, spares = None, frozenset(o for o in self.info.table.links if (scope, o) in self.info.table.builds)
         if module is None or not linked:
-            return [self.event(Kind.MAYBE_CLEAR, node, ungated, module)]
+            return [self.event(Kind.MAYBE_CLEAR, node, ungated, module, spares=spares)]
         # The optimizers linked to the module are decided by their clears; any other, whose
         # parameters are not known (built over a list: transformer-xl's sparse embedding
         # optimizer), may hold some of the module's: a possible clear of it.
         possible = self.event(Kind.MAYBE_CLEAR, node, ungated, module, spares=frozenset(linked))
         return [*(self._part_clear(node, ungated, target, module, zeroes) for target in linked), possible]
+
+    def _fresh(self, ctx: Context, module: str) -> bool:
+        """A module this function builds itself, holding no module handed in: a deep copy, or an
+        instance built from settings (`Net()`, `Net(env.obs_dim, 64)`; not `DataParallel(net)`,
+        whose parameters are `net`'s)."""
+        facts = self._facts(ctx)
+        built = facts.built.get(module)
+        if ctx.function is None or built is None or module in facts.parameters:
+            return False
+        if self.info.qualify(built.func) == "copy.deepcopy":
+            return True
+        return all(not isinstance(node, cst.Name) or node.value not in facts.parameters and node.value not in facts.instances
+                   for arg in built.args for node in _bare_names(arg.value))
+
+    def _bound_here(self, ctx: Context, optimizer: str) -> bool:
+        """An optimizer this function binds or grows: it may hold a module built here."""
+        scope = id(ctx.function) if ctx.function is not None else 0
+        table = self.info.table
+        return ((scope, optimizer) in table.builds or (scope, optimizer) in table.grown
+                or root_of(optimizer) in assigned_names(block_of(ctx.function.body)) if ctx.function is not None else True)
 
     def _may_hold(self, ctx: Context, target: str, module: str) -> bool:
         built = self.info.table.builds.get((id(ctx.function) if ctx.function is not None else 0, target))
@@ -305,6 +337,15 @@ def _nodes_in(node: Node) -> list[Node]:
         found.append(current)
         stack.extend(children(current))
     return found
+
+
+def _bare_names(node: cst.CSTNode) -> list[cst.Name]:
+    """The names an expression reads whole (not `env` of `env.obs_dim`)."""
+    if isinstance(node, cst.Name):
+        return [node]
+    if isinstance(node, cst.Attribute):
+        return []
+    return [n for child in node.children for n in _bare_names(child)]
 
 
 def _hands(statement: cst.CSTNode, local: str, shared: str) -> bool:

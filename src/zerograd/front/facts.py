@@ -279,6 +279,10 @@ class Collector:
         if type(func) is cst.Attribute:
             name = func.attr.value
             facts.events |= name in EVENT_METHODS
+            if name == "add_param_group" and call.args:
+                key = receiver_key(func.value)
+                self.info.table.links.setdefault(key, set()).update(self.holdings.of_construction(self._scope(), call))
+                self.info.table.grown.add((self._scope(), key))
             if name == "step":
                 facts.stepped |= {receiver_key(func.value)}
             elif name in ("zero_grad", "clear_grad", "clear_gradients"):

@@ -130,6 +130,8 @@ class OptimizerTable:
     # Each construction's modules, by the scope that builds it (id of its function, 0: the module
     # body): which sets an optimizer holds where one name is built over different modules.
     builds: dict[tuple[int, str], set[frozenset[str]]] = field(default_factory=dict)
+    # (scope, optimizer) where `optimizer.add_param_group(...)` hands it more parameters
+    grown: set[tuple[int, str]] = field(default_factory=set)
     multiple_evaluations: set[str] = field(default_factory=set)  # LBFGS: evaluates a closure many times
     foreign: set[str] = field(default_factory=set)  # tapes of other autograd systems
     replaced: set[str] = field(default_factory=set)  # receivers whose step or zero_grad was reassigned
