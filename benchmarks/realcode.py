@@ -120,6 +120,22 @@ w86763777/pytorch-gan-collections rosinality/stylegan2-pytorch openai/improved-d
 NVlabs/edm WongKinYiu/yolov7 clovaai/deep-text-recognition-benchmark lucidrains/vit-pytorch
 jadore801120/attention-is-all-you-need-pytorch bentrevett/pytorch-seq2seq bentrevett/pytorch-sentiment-analysis
 graykode/nlp-tutorial hunkim/PyTorchZeroToAll MorvanZhou/PyTorch-Tutorial rasbt/LLMs-from-scratch
+BY571/Soft-Actor-Critic-and-Extensions ChenRocks/UNITER ChenglongChen/pytorch-DRL Div99/IQ-Learn
+FoundationVision/LlamaGen Kaixhin/imitation-learning Lizhi-sjtu/MARL-code-pytorch Lornatang/StarGAN-PyTorch
+MorningStarTM/Intrinsic-Curiosity-Module---RL NVlabs/MUNIT NVlabs/stylegan3 RajGhugare19/dreamerv2
+SKTBrain/DiscoGAN SamsungLabs/tqc_pytorch TencentARC/GFPGAN TianhongDai/reinforcement-learning-algorithms
+WongKinYiu/yolor alexis-jacq/Pytorch-DPPO andrewliao11/pytorch-a3c-mujoco basiclab/GNGAN-PyTorch
+burchim/DreamerV3-PyTorch bytedance/1d-tokenizer carpedm20/DiscoGAN-pytorch crazytb/uav_a3c
+ctallec/world-models dchetelat/acer denisyarats/drq denisyarats/pytorch_sac_ae esteveste/dreamerV2-pytorch
+facebookresearch/ConvNeXt-V2 facebookresearch/vilbert-multi-task fducau/AAE_pytorch ghliu/pytorch-ddpg
+hanzhanggit/StackGAN-Pytorch hcnoh/gail-pytorch jacekplocharczyk/a3c-pytorch jingweiz/pytorch-distributed
+junyanz/BicycleGAN kazuto1011/deeplab-pytorch keyu-tian/SparK khhandrea/pytorch-a3c lmzintgraf/varibad
+lonePatient/Bert-Multi-Label-Text-Classification medipixel/rl_algorithms meituan/YOLOv6 mingyuliutw/UNIT
+nashory/pggan-pytorch nicklashansen/tdmpc onlytailei/A3C-PyTorch ozanciga/gans-with-pytorch
+pengzhiliang/MAE-pytorch reinforcement-learning-kr/lets-do-irl salesforce/CodeT5 sfujim/TD7 snu-mllab/EDAC
+stanford-futuredata/ColBERT uoe-agents/seac williamSYSU/TextGAN-PyTorch xinntao/Real-ESRGAN
+yihaosun1124/OfflineRL-Kit yl4579/StarGANv2-VC zhaoyi11/dreamer-pytorch zhujiagang/pytorch-a3c-gpu
+znxlwm/pytorch-CycleGAN
 """.split()
 CODES = ["ZG001", "ZG002", "ZG003", "ZG004", "ZG005", "ZG006", "ZG900", "ZG901"]
 COLUMNS = ("files", "linked", "scopes", "stepfn", "capped")
