@@ -19,7 +19,7 @@ from typing import Optional
 
 import libcst as cst
 
-from ..analysis.keys import related, root_of, within
+from ..analysis.keys import rebase, related, root_of, within
 from ..analysis.model import Reach
 from .naming import block_of, dotted, loss_of, receiver_key, suites
 
@@ -31,6 +31,11 @@ _BACKWARD = ("backward", "manual_backward")  # methods that backpropagate a loss
 NO_GRAD = frozenset({"no_grad", "inference_mode"})  # context managers under which nothing is recorded
 
 Key = Callable[[cst.BaseExpression], str]
+# A function of this module a call names, and the receiver bound to its `self` (None: a plain
+# function), with what resolves the calls inside it.
+Callee = tuple[cst.FunctionDef, Optional[str], "Resolver"]
+Resolver = Callable[[cst.BaseExpression], Optional[Callee]]
+DEPTH = 4  # calls followed into, one inside another: deeper ones are opaque
 
 
 def union(*parts: Reach) -> Reach:
@@ -48,15 +53,22 @@ class Tracer:
     """One scope's values; `found` maps id(backward call) -> what its loss reaches."""
 
     def __init__(self, modules: frozenset[str], key: Key, params: frozenset[str], ours: frozenset[str],
-                 no_grad: Callable[[cst.BaseExpression], bool]) -> None:
+                 no_grad: Callable[[cst.BaseExpression], bool], resolve: Optional[Resolver] = None,
+                 depth: int = 0, summaries: Optional[dict[tuple[int, tuple[Reach, ...]], Reach]] = None) -> None:
         self.modules = modules  # receivers some optimizer holds the parameters of
         self.key = key
         self.params = params
         self.ours = ours  # functions defined in this module: calling one may run any module
         self.no_grad = no_grad
+        self.resolve = resolve
+        self.depth = depth
+        # What a function's return value reaches, per argument reaches (shared by the tracers of
+        # one scope; None while it is being computed: a recursive call is opaque).
+        self.summaries: dict[tuple[int, tuple[Reach, ...]], Reach] = {} if summaries is None else summaries
         self.env: dict[str, Reach] = {}
         self.frozen: set[str] = set()
         self.found: dict[int, Reach] = {}
+        self.returns: list[Reach] = []
         self.cutting = False  # inside `with torch.no_grad():`
 
     # --- statements -------------------------------------------------------------------------
@@ -101,7 +113,9 @@ class Tracer:
 
     def small(self, node: cst.CSTNode) -> None:
         self._calls(node)
-        if isinstance(node, cst.Assign):
+        if isinstance(node, cst.Return) and node.value is not None:
+            self.returns.append(self.value(node.value))
+        elif isinstance(node, cst.Assign):
             value = self.value(node.value)
             for target in node.targets:
                 self._bind(target.target, value)
@@ -208,10 +222,69 @@ class Tracer:
             called |= {m for c in forms if c.endswith("[*]") for m in self.modules if m.startswith(c[:-2] + "[")}
             if called:
                 return union(Reach(frozenset(called), frozenset(), False), *args)
+        summary = self._summary(node, args)
+        if summary is not None:
+            return summary
         if isinstance(func, cst.Name):
             # A function of ours may run any module; a library's (a loss, torch.cat) mixes its arguments.
             return union(OPAQUE if func.value in self.ours else CLEAN, *args)
         return union(self.value(func.value) if isinstance(func, cst.Attribute) else OPAQUE, *args)
+
+
+    def _summary(self, node: cst.Call, args: list[Reach]) -> Optional[Reach]:
+        """A call of a function of this module (issue 45): what its return value reaches, its
+        body traced with its parameters bound to what the arguments reach (`self.X` is the
+        caller's `receiver.X`); None where it cannot be followed (too deep, recursive, `*args`)."""
+        callee = self.resolve(node.func) if self.resolve is not None and self.depth < DEPTH else None
+        if callee is None or any(arg.star for arg in node.args):
+            return None
+        function, receiver, resolve = callee
+        memo = (id(function), tuple(args))
+        if memo in self.summaries:
+            return self.summaries[memo]
+        bound = _bind(function, node.args, receiver is not None)
+        if bound is None:
+            return None
+        self.summaries[memo] = OPAQUE  # while it is computed: a call back into it is opaque
+        params = frozenset(p.name.value for p in (*function.params.posonly_params, *function.params.params,
+                                                   *function.params.kwonly_params))
+        # A module handed over (`adversarial(D, fake)`) is that module where the callee calls it.
+        handed = {param: self.key(arg) for param, arg in bound.items() if isinstance(arg, (cst.Name, cst.Attribute))}
+        handed = {param: module for param, module in handed.items() if related(module, self.modules)}
+
+        def named(target: cst.BaseExpression) -> str:
+            written = receiver_key(target)
+            root = root_of(written)
+            return rebase(written, root, handed[root]) or written if root in handed else written
+
+        inner = Tracer(self.modules, named, params, self.ours, self.no_grad, resolve, self.depth + 1, self.summaries)
+        inner.env.update((param, reach) for (param, _), reach in zip(bound.items(), args) if param not in handed)
+        inner.block(block_of(function.body))
+        found = union(CLEAN, *inner.returns)
+        if receiver not in (None, "self"):
+            found = _renamed(found, "self", receiver)
+        self.summaries[memo] = found
+        return found
+
+
+def _bind(function: cst.FunctionDef, args: Sequence[cst.Arg], method: bool) -> Optional[dict[str, cst.BaseExpression]]:
+    """The callee's parameter each argument binds, in the call's order (defaults: none)."""
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    if method and params:
+        params = params[1:]
+    bound: dict[str, cst.BaseExpression] = {}
+    for position, arg in enumerate(args):
+        name = arg.keyword.value if arg.keyword else (params[position] if position < len(params) else None)
+        if name is None or name in bound:
+            return None
+        bound[name] = arg.value
+    return bound
+
+
+def _renamed(reach: Reach, old: str, new: str) -> Reach:
+    def moved(keys: frozenset[str]) -> frozenset[str]:
+        return frozenset(rebase(k, old, new) or k for k in keys)
+    return Reach(moved(reach.modules), moved(reach.cut), reach.opaque)
 
 
 def _elements(node: cst.CSTNode) -> list[cst.BaseElement]:
@@ -251,8 +324,9 @@ def _flag(node: Optional[cst.BaseExpression], default: Optional[bool]) -> Option
 
 
 def trace(body: Sequence[cst.CSTNode], modules: frozenset[str], key: Key, params: frozenset[str],
-          ours: frozenset[str], no_grad: Callable[[cst.BaseExpression], bool]) -> dict[int, Reach]:
+          ours: frozenset[str], no_grad: Callable[[cst.BaseExpression], bool],
+          resolve: Optional[Resolver] = None) -> dict[int, Reach]:
     """What the loss of each backward call in `body` reaches (id(call) -> Reach)."""
-    tracer = Tracer(modules, key, params, ours, no_grad)
+    tracer = Tracer(modules, key, params, ours, no_grad, resolve)
     tracer.block(body)
     return tracer.found

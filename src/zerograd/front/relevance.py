@@ -340,6 +340,10 @@ class Scan:
         """The functions whose bodies matter, and of those read only for their facts (they
         cannot perform an event), the statements of their bodies that hold the facts: a
         function whose statements all stay, or that encloses one that matters, is kept whole."""
+        if sum(is_optimizer_callee(qualify(callee, self.aliases) or "") for _, callee in self.assigned) >= 2:
+            # Two optimizers: a loss's reach (ZG006) follows calls into any function of the
+            # module (provenance.py), so every body is read.
+            return set(range(1, len(self.functions) + 1)), {}
         relevant = self.relevant(linked)
         whole = relevant | self._constructors(relevant)
         kept = whole | self.facts

@@ -42,7 +42,7 @@ from .naming import (
     statements_of,
     text_of,
 )
-from .provenance import NO_GRAD, trace
+from .provenance import NO_GRAD, Callee, Resolver, trace
 from .receivers import Receivers
 from .sites import Sites
 from .walk import nodes_in
@@ -103,7 +103,19 @@ class Builder(Receivers, Windows):
             return {}
         params = frozenset(self._facts(ctx).parameters) if ctx.function is not None else frozenset()
         return trace(body, frozenset().union(*modules), lambda node: self.key(node, ctx), params,
-                     frozenset(self.info.functions), lambda func: (self.info.qualify(func) or "").rsplit(".", 1)[-1] in NO_GRAD)
+                     frozenset(self.info.functions), lambda func: (self.info.qualify(func) or "").rsplit(".", 1)[-1] in NO_GRAD,
+                     self._resolver(ctx))
+
+    def _resolver(self, ctx: Context) -> Resolver:
+        """Functions of this module a call in `ctx` names, each with the resolver of its own body."""
+        def resolve(func: cst.BaseExpression) -> Optional[Callee]:
+            found = self.resolve(func, ctx) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            if found is None:
+                return None
+            function, receiver = found
+            inner = Context(function=function, cls=self.info.facts[id(function)].cls)
+            return function, receiver, self._resolver(inner)
+        return resolve
 
     def block(self, body: Sequence[cst.CSTNode], ctx: Context) -> Seq:
         items: list[Node] = []
