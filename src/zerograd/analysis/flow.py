@@ -155,7 +155,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if target.endswith(HANDED) and kind is not Kind.BACKWARD and event.target != target:
         return _handed(event, s, target, links)
     if kind is Kind.STEP and event.target is not None and event.target != target and event.target.endswith(HANDED):
-        return s  # a hand-over to another module's parameters is no step of an optimizer
+        return _handed_in(event, s, target, links)
     if kind is Kind.BACKWARD:
         # Earlier gradients keep the guard they passed: another loss's backward (a GAN's) does
         # not undo a skipped step.
@@ -210,6 +210,18 @@ def _handed(event: Event, s: State, target: str, links: dict[str, frozenset[str]
             event.target is None or "[" in event.target):
         return _maybe_cleared(s)
     return s
+
+
+def _handed_in(event: Event, s: State, target: str, links: dict[str, frozenset[str]]) -> State:
+    """A hand-over is no step of an optimizer; it replaces the .grad of the destination's
+    parameters with fresh gradients: what the optimizer over them held is gone, and its next step
+    is not empty. Where this optimizer's modules are unknown it may be that one (a possible
+    clear, then a gradient); an optimizer known to hold other modules keeps its own."""
+    held = links.get(target)
+    if held and event.into is not None and not any(within(event.into, m) or within(m, event.into) for m in held):
+        return s
+    refilled = _refilled(s.removed)
+    return State(_added(frozenset(), None), None if refilled is None else refilled._replace(maybe=None), s.facts)
 
 
 def _same_sets(other: str, target: str, links: dict[str, frozenset[str]]) -> bool:

@@ -238,9 +238,9 @@ class Clears(Calls):
 
     def _handed(self, node: cst.For, ctx: Context) -> Optional[list[Node]]:
         """`for p, s in zip(local.parameters(), shared.parameters()): s._grad = p.grad` (an A3C
-        worker): the local module's gradients handed to the shared module's parameters, whose
-        optimizer applies them. A step of the local module's gradients (keys.HANDED), which only
-        its own clear removes; an early `return` may skip it."""
+        worker; either order): the local module's gradients handed to the shared module's
+        parameters, whose optimizer applies them. A step of the local module's gradients
+        (keys.HANDED), which only its own clear removes; an early `return` may skip it."""
         it, names = node.iter, list(bound_names(node.target))
         if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Name) and it.func.value == "zip"
                 and len(it.args) == 2 and len(names) == 2 and isinstance(node.target, cst.Tuple)):
@@ -248,13 +248,19 @@ class Clears(Calls):
         owners = [self._owner_of(arg.value, ctx) for arg in it.args]
         if not all(owner is not None and owner[0] == "module" for owner in owners):
             return None
-        source = owners[0][1]  # type: ignore[index]
-        local, shared = names
-        body = statements_of(block_of(node.body))
-        if not any(_hands(statement, local, shared) for statement in body):
+        body = block_of(node.body)
+        for destination, source in (names, names[::-1]):
+            found = [s for s in statements_of(body) if _hands(s, source, destination)]
+            if found:
+                break
+        else:
             return None
-        step = self.event(Kind.STEP, node, ctx, source + HANDED, label=source)
-        if any(isinstance(n, (cst.Return, cst.Break)) for n in nodes_in(node.body)):
+        modules = dict(zip(names, (owner[1] for owner in owners)))  # type: ignore[index]
+        step = Event(Kind.STEP, self.sites.site(node), modules[source] + HANDED, modules[source], into=modules[destination])
+        # Only a hand-over on every turn replaces the destination's .grad: one that an early
+        # `return` or a test may skip (`if shared.grad is None:`) may leave the old one there.
+        direct = [s for b in body if isinstance(b, cst.SimpleStatementLine) for s in b.body]
+        if any(isinstance(n, (cst.Return, cst.Break)) for n in nodes_in(node.body)) or not any(s in direct for s in found):
             return [Branch((Seq((step,)), Seq()))]
         return [step]
 

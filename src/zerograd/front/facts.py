@@ -34,7 +34,7 @@ from ..knowledge.optimizers import (
 )
 from .counters import Counters, int_literal
 from .holdings import Holdings
-from .naming import block_of, dotted, receiver_key, suites
+from .naming import block_of, dotted, receiver_key, suites, text_of
 from .walk import calls_in, nodes_in
 
 # Module methods that return the module itself.
@@ -108,6 +108,7 @@ class ModuleInfo:
     # Calls by a plain name (`train(args, trainer)`): how many per name, and those that hand an
     # instance of a class of this module over (`trainer = Trainer()`): (name, {arg: class}).
     name_calls: Counter[str] = field(default_factory=Counter)
+    hands: bool = False  # some `.grad` is assigned another's (a hand-over: clears.Clears._handed)
     instance_args: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     _calls: dict[int, list[cst.Call]] = field(default_factory=dict)
     _typed: Optional[dict[tuple[int, str], str]] = None
@@ -266,6 +267,7 @@ class Collector:
             self.info.counters.test(node.value)  # `should_step = self.n % k == 0`
             if any(isinstance(t, cst.Attribute) and t.attr.value in ("grad", "_grad") for t in targets):
                 self.facts.events = True  # `p.grad = None`
+                self.info.hands |= ".grad" in text_of(node.value)  # `shared._grad = p.grad`
         elif type(node) is cst.AugAssign:
             self.info.counters.record(node, [node.target], None, self.function)
             if isinstance(node.target, cst.Name):

@@ -13,7 +13,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from ..analysis.keys import FLAG, INVARIANT, root_of
+from ..analysis.keys import FLAG, HANDED, INVARIANT, root_of
 from ..analysis.model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
 from ..knowledge.frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework
 from ..knowledge.optimizers import BACKWARD_METHODS, is_optimizer_callee
@@ -167,9 +167,13 @@ class Builder(Receivers, Windows):
 
     def _builds(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
         """`opt = SGD([x_in])` inside a loop: a fresh optimizer (of fresh tensors, usually) each
-        iteration, so nothing an earlier step applied lingers for it."""
+        iteration, so nothing an earlier step applied lingers for it. So is a module built here
+        whose gradients a module of ours hands over (`local = Net()`: its .grad starts empty)."""
         if not isinstance(node, cst.Assign) or len(node.targets) != 1 or not isinstance(node.value, cst.Call):
             return []
+        target = node.targets[0].target
+        if self.info.hands and isinstance(target, cst.Name) and self._fresh(ctx, target.value):
+            return [self.event(Kind.BUILD, node, replace(ctx, gate=None), target.value + HANDED, target.value)]
         qualified = self.info.qualify(node.value.func) or ""
         if not (is_optimizer_callee(qualified) and qualified.rsplit(".", 1)[-1][:1].isupper()):
             return []  # a constructor, not a getter such as Lightning's self.optimizers()
