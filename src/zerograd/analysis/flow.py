@@ -156,6 +156,8 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         return _handed(event, s, target, links)
     if kind is Kind.STEP and event.target is not None and event.target != target and event.target.endswith(HANDED):
         return _handed_in(event, s, target, links)
+    if kind is Kind.CLEAR and event.target is not None and event.target != target and event.target.endswith(HANDED):
+        return s  # a local module's own clear after its hand-over
     if kind is Kind.BACKWARD:
         # Earlier gradients keep the guard they passed: another loss's backward (a GAN's) does
         # not undo a skipped step.

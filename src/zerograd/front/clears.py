@@ -256,7 +256,12 @@ class Clears(Calls):
         else:
             return None
         modules = dict(zip(names, (owner[1] for owner in owners)))  # type: ignore[index]
-        step = Event(Kind.STEP, self.sites.site(node), modules[source] + HANDED, modules[source], into=modules[destination])
+        site, handed = self.sites.site(node), modules[source] + HANDED
+        step: Node = Event(Kind.STEP, site, handed, modules[source], into=modules[destination])
+        writes = [grad_written(s) for s in statements_of(body)]
+        if any(w is not None and w.clears and w.holder == source for w in writes):
+            # `p.grad = None` after handing it over: the local module starts afresh.
+            step = Seq((step, Event(Kind.CLEAR, site, handed, modules[source])))
         # Only a hand-over on every turn replaces the destination's .grad: one that an early
         # `return` or a test may skip (`if shared.grad is None:`) may leave the old one there.
         direct = [s for b in body if isinstance(b, cst.SimpleStatementLine) for s in b.body]
