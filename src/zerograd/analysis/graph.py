@@ -195,6 +195,7 @@ class Exits:
     cont: Optional[Wire]
     ret: Wire
     exc: Optional[Wire]  # None: exceptions leave the scope and are not followed
+    torch: Optional[Wire] = None  # where what an event raises goes, when not `exc`
 
 
 class TooBig(Exception):
@@ -278,7 +279,7 @@ class Graph:
             # An exception is raised by a backward, a step or a call (which then has no effect)
             # or by code before it; zero_grad() and an assignment of a literal are not.
             if exits.exc is not None and not (isinstance(node, Event) and node.kind in (Kind.CLEAR, Kind.MOVE, Kind.SET)):
-                exits.exc(at)
+                (exits.torch or exits.exc if isinstance(node, Event) else exits.exc)(at)
             n = self.node(node)
             self.edge(at, n)
             return n
@@ -412,8 +413,18 @@ class Graph:
         def raise_here(n: int) -> None:
             self.edge(n, dispatch, RaiseEffect())
 
+        # What a backward or a step raises reaches only the handlers that may catch it; the
+        # others pass it on (`except Grid2OpException:` around an update).
+        caught = node.torch or (True,) * len(node.handlers)
+        events: Optional[Wire] = None
+        if not all(caught):
+            torch_dispatch = self.node()
+
+            def raise_torch(n: int) -> None:
+                self.edge(n, torch_dispatch, RaiseEffect())
+            events = raise_torch
         raise_here(at)
-        last = self.build(node.body, at, Exits(exits.brk, exits.cont, exits.ret, raise_here))
+        last = self.build(node.body, at, Exits(exits.brk, exits.cont, exits.ret, raise_here, events))
         join = self.node()
         reached = False
         if last is not None:
@@ -421,13 +432,19 @@ class Graph:
             if after is not None:
                 self.edge(after, join)
                 reached = True
-        for handler in node.handlers:
+        for handler, catches in zip(node.handlers, caught):
             end = self.build(handler, dispatch, exits)
             if end is not None:
                 self.edge(end, join)
                 reached = True
+            if events is not None and catches:
+                end = self.build(handler, torch_dispatch, exits)
+                if end is not None:
+                    self.edge(end, join)
         if exits.exc is not None:
             exits.exc(dispatch)
+            if events is not None:
+                exits.exc(torch_dispatch)
         return join if reached else None
 
 

@@ -110,6 +110,9 @@ class Try:
     handlers: tuple[Seq, ...] = ()
     orelse: Seq = Seq()
     final: Seq = Seq()
+    # Per handler: whether it may catch what a backward, a step or a clear raises (a builtin
+    # exception or torch's; not `except Grid2OpException:`). Empty: all may.
+    torch: tuple[bool, ...] = ()
 
 
 @dataclass(frozen=True)

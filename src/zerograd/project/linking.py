@@ -285,6 +285,6 @@ class _Mover:
         if isinstance(node, Loop):
             return replace(node, body=self.seq(node.body), orelse=self.seq(node.orelse), site=node.site + self.sites)
         if isinstance(node, Try):
-            return Try(self.seq(node.body), tuple(self.seq(h) for h in node.handlers), self.seq(node.orelse),
-                       self.seq(node.final))
+            return replace(node, body=self.seq(node.body), handlers=tuple(self.seq(h) for h in node.handlers),
+                           orelse=self.seq(node.orelse), final=self.seq(node.final))
         return node  # Jump
