@@ -61,6 +61,7 @@ class FunctionFacts:
     callees: set[str] = field(default_factory=set)  # names it calls or hands over (for pruning)
     stepped: frozenset[str] = frozenset()
     cleared: frozenset[str] = frozenset()
+    fed: frozenset[str] = frozenset()  # receivers handed a loss (`engine.backward(loss)`)
     parameters: set[str] = field(default_factory=set)
     instances: dict[str, str] = field(default_factory=dict)  # `t` -> class name (qualified if imported)
     built: dict[str, cst.Call] = field(default_factory=dict)  # `t` -> the call that built it
@@ -285,8 +286,14 @@ class Collector:
                 key = receiver_key(func.value)
                 self.info.table.links.setdefault(key, set()).update(self.holdings.of_construction(self._scope(), call))
                 self.info.table.grown.add((self._scope(), key))
+            if name == "backward" and call.args and call.args[0].keyword is None:
+                facts.fed |= {receiver_key(func.value)}
             if name == "step":
                 facts.stepped |= {receiver_key(func.value)}
+            if name in ("step", "backward") and receiver_key(func.value) in facts.stepped & facts.fed:
+                # `model.backward(loss)` and `model.step()`: an engine (DeepSpeed's), whatever
+                # built it; its step clears what it applies. A tensor is never stepped.
+                self.info.table.engines.add(receiver_key(func.value))
             elif name in ("zero_grad", "clear_grad", "clear_gradients"):
                 facts.cleared |= {receiver_key(func.value)}
         elif type(func) is cst.Name:
