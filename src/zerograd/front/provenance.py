@@ -36,6 +36,8 @@ Key = Callable[[cst.BaseExpression], str]
 Callee = tuple[cst.FunctionDef, Optional[str], "Resolver"]
 Resolver = Callable[[cst.BaseExpression], Optional[Callee]]
 DEPTH = 4  # calls followed into, one inside another: deeper ones are opaque
+SUMMARIES = 256  # distinct (function, arguments) traced in a module, plus 4 per function
+Summaries = dict[tuple[int, tuple[Reach, ...], tuple[tuple[str, str], ...]], Reach]
 
 
 def union(*parts: Reach) -> Reach:
@@ -54,7 +56,7 @@ class Tracer:
 
     def __init__(self, modules: frozenset[str], key: Key, params: frozenset[str], ours: frozenset[str],
                  no_grad: Callable[[cst.BaseExpression], bool], resolve: Optional[Resolver] = None,
-                 depth: int = 0, summaries: Optional[dict[tuple[int, tuple[Reach, ...]], Reach]] = None) -> None:
+                 depth: int = 0, summaries: Optional[Summaries] = None, limit: int = SUMMARIES) -> None:
         self.modules = modules  # receivers some optimizer holds the parameters of
         self.key = key
         self.params = params
@@ -62,9 +64,10 @@ class Tracer:
         self.no_grad = no_grad
         self.resolve = resolve
         self.depth = depth
-        # What a function's return value reaches, per argument reaches (shared by the tracers of
-        # one scope; None while it is being computed: a recursive call is opaque).
-        self.summaries: dict[tuple[int, tuple[Reach, ...]], Reach] = {} if summaries is None else summaries
+        # What a function's return value reaches, per argument reaches and modules handed over
+        # (shared by the module's tracers; OPAQUE while it is computed: a recursive call is).
+        self.summaries: Summaries = {} if summaries is None else summaries
+        self.limit = limit
         self.env: dict[str, Reach] = {}
         self.frozen: set[str] = set()
         self.found: dict[int, Reach] = {}
@@ -239,32 +242,36 @@ class Tracer:
         if callee is None or any(arg.star for arg in node.args):
             return None
         function, receiver, resolve = callee
-        memo = (id(function), tuple(args))
-        if memo in self.summaries:
-            return self.summaries[memo]
         bound = _bind(function, node.args, receiver is not None)
         if bound is None:
             return None
-        self.summaries[memo] = OPAQUE  # while it is computed: a call back into it is opaque
-        params = frozenset(p.name.value for p in (*function.params.posonly_params, *function.params.params,
-                                                   *function.params.kwonly_params))
         # A module handed over (`adversarial(D, fake)`) is that module where the callee calls it.
         handed = {param: self.key(arg) for param, arg in bound.items() if isinstance(arg, (cst.Name, cst.Attribute))}
         handed = {param: module for param, module in handed.items() if related(module, self.modules)}
+        memo = (id(function), tuple(args), tuple(sorted(handed.items())))
+        found = self.summaries.get(memo)
+        if found is None:
+            if len(self.summaries) >= self.limit:
+                return None  # calls into a large web of functions: the module's cost stays linear
+            self.summaries[memo] = OPAQUE  # while it is computed: a call back into it is opaque
+            found = self.summaries[memo] = self._traced(function, resolve, bound, args, handed)
+        return found if receiver in (None, "self") else _renamed(found, "self", receiver)
+
+    def _traced(self, function: cst.FunctionDef, resolve: Resolver, bound: dict[str, cst.BaseExpression],
+                args: list[Reach], handed: dict[str, str]) -> Reach:
+        params = frozenset(p.name.value for p in (*function.params.posonly_params, *function.params.params,
+                                                   *function.params.kwonly_params))
 
         def named(target: cst.BaseExpression) -> str:
             written = receiver_key(target)
             root = root_of(written)
             return rebase(written, root, handed[root]) or written if root in handed else written
 
-        inner = Tracer(self.modules, named, params, self.ours, self.no_grad, resolve, self.depth + 1, self.summaries)
+        inner = Tracer(self.modules, named, params, self.ours, self.no_grad, resolve, self.depth + 1, self.summaries,
+                       self.limit)
         inner.env.update((param, reach) for (param, _), reach in zip(bound.items(), args) if param not in handed)
         inner.block(block_of(function.body))
-        found = union(CLEAN, *inner.returns)
-        if receiver not in (None, "self"):
-            found = _renamed(found, "self", receiver)
-        self.summaries[memo] = found
-        return found
+        return union(CLEAN, *inner.returns)
 
 
 def _bind(function: cst.FunctionDef, args: Sequence[cst.Arg], method: bool) -> Optional[dict[str, cst.BaseExpression]]:
@@ -325,8 +332,10 @@ def _flag(node: Optional[cst.BaseExpression], default: Optional[bool]) -> Option
 
 def trace(body: Sequence[cst.CSTNode], modules: frozenset[str], key: Key, params: frozenset[str],
           ours: frozenset[str], no_grad: Callable[[cst.BaseExpression], bool],
-          resolve: Optional[Resolver] = None) -> dict[int, Reach]:
-    """What the loss of each backward call in `body` reaches (id(call) -> Reach)."""
-    tracer = Tracer(modules, key, params, ours, no_grad, resolve)
+          resolve: Optional[Resolver] = None, summaries: Optional[Summaries] = None,
+          limit: int = SUMMARIES) -> dict[int, Reach]:
+    """What the loss of each backward call in `body` reaches (id(call) -> Reach); `summaries`:
+    the module's function summaries so far, at most `limit`."""
+    tracer = Tracer(modules, key, params, ours, no_grad, resolve, 0, summaries, limit)
     tracer.block(body)
     return tracer.found

@@ -44,7 +44,7 @@ from .naming import (
     statements_of,
     text_of,
 )
-from .provenance import NO_GRAD, Callee, Resolver, trace
+from .provenance import NO_GRAD, SUMMARIES, Callee, Resolver, Summaries, trace
 from .receivers import Receivers
 from .sites import Sites
 from .walk import nodes_in
@@ -77,6 +77,7 @@ class Builder(Receivers, Windows):
         self.optimizer_params: set[tuple[int, str]] = set()
         self.doubted: set[tuple[int, str]] = set()  # receivers judged no optimizer, per function
         self.reaches: dict[int, Reach] = {}  # id(backward call) -> what its loss reaches (this scope's)
+        self.returns: Summaries = {}  # what functions of the module return, for provenance.trace
         # rules.md section 7 (program.py fills these): id(ClassInfo) -> the framework calling its
         # hooks; id(hook) -> its parameter that is the framework's optimizer, or its closure.
         self.frameworks: dict[int, Framework] = {}
@@ -110,7 +111,7 @@ class Builder(Receivers, Windows):
         params = frozenset(self._facts(ctx).parameters) if ctx.function is not None else frozenset()
         return trace(body, frozenset().union(*modules), lambda node: self.key(node, ctx), params,
                      frozenset(self.info.functions), lambda func: (self.info.qualify(func) or "").rsplit(".", 1)[-1] in NO_GRAD,
-                     self._resolver(ctx))
+                     self._resolver(ctx), self.returns, SUMMARIES + 4 * len(self.info.every_function))
 
     def _resolver(self, ctx: Context) -> Resolver:
         """Functions of this module a call in `ctx` names, each with the resolver of its own body."""
