@@ -155,7 +155,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if target.endswith(HANDED) and kind is not Kind.BACKWARD and event.target != target:
         return _handed(event, s, target, links)
     if kind is Kind.STEP and event.target is not None and event.target != target and event.target.endswith(HANDED):
-        return _handed_in(event, s, target, links)
+        return _handed_in(event, s)
     if kind is Kind.CLEAR and event.target is not None and event.target != target and event.target.endswith(HANDED):
         return s  # a local module's own clear after its hand-over
     if kind is Kind.BACKWARD:
@@ -214,14 +214,11 @@ def _handed(event: Event, s: State, target: str, links: dict[str, frozenset[str]
     return s
 
 
-def _handed_in(event: Event, s: State, target: str, links: dict[str, frozenset[str]]) -> State:
+def _handed_in(event: Event, s: State) -> State:
     """A hand-over is no step of an optimizer; it replaces the .grad of the destination's
     parameters with fresh gradients: what the optimizer over them held is gone, and its next step
-    is not empty. Where this optimizer's modules are unknown it may be that one (a possible
-    clear, then a gradient); an optimizer known to hold other modules keeps its own."""
-    held = links.get(target)
-    if held and event.into is not None and not any(within(event.into, m) or within(m, event.into) for m in held):
-        return s
+    is not empty. The destination is named in the words of the function that hands over (a
+    parameter, often), so any optimizer may be the one over it: a possible clear, then a gradient."""
     refilled = _refilled(s.removed)
     return State(_added(frozenset(), None), None if refilled is None else refilled._replace(maybe=None), s.facts)
 

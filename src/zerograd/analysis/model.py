@@ -48,8 +48,6 @@ class Event:
     # A custom optimizer's inherited clear: the inner optimizers it holds over other parameters,
     # which that clear does not reach (keys as `target.inner`).
     spares: frozenset[str] = frozenset()
-    # A hand-over (keys.HANDED): the module whose parameters' .grad it replaces.
-    into: Optional[str] = None
 
 
 @dataclass(frozen=True)

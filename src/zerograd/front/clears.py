@@ -257,7 +257,7 @@ class Clears(Calls):
             return None
         modules = dict(zip(names, (owner[1] for owner in owners)))  # type: ignore[index]
         site, handed = self.sites.site(node), modules[source] + HANDED
-        step: Node = Event(Kind.STEP, site, handed, modules[source], into=modules[destination])
+        step: Node = Event(Kind.STEP, site, handed, modules[source])
         writes = [grad_written(s) for s in statements_of(body)]
         if any(w is not None and w.clears and w.holder == source for w in writes):
             # `p.grad = None` after handing it over: the local module starts afresh.
