@@ -31,6 +31,7 @@ from ..knowledge.optimizers import (
     is_foreign_autograd,
     is_optimizer_callee,
     is_scaler_callee,
+    named_optimizer,
 )
 from .counters import Counters, int_literal
 from .holdings import Holdings
@@ -290,9 +291,11 @@ class Collector:
                 facts.fed |= {receiver_key(func.value)}
             if name == "step":
                 facts.stepped |= {receiver_key(func.value)}
-            if name in ("step", "backward") and receiver_key(func.value) in facts.stepped & facts.fed:
+            if (name in ("step", "backward") and receiver_key(func.value) in facts.stepped & facts.fed
+                    and not named_optimizer(receiver_key(func.value))):
                 # `model.backward(loss)` and `model.step()`: an engine (DeepSpeed's), whatever
-                # built it; its step clears what it applies. A tensor is never stepped.
+                # built it; its step clears what it applies. A tensor is never stepped; a wrapper
+                # named an optimizer (ColossalAI's `optimizer.backward(loss)`) is cleared by hand.
                 self.info.table.engines.add(receiver_key(func.value))
             elif name in ("zero_grad", "clear_grad", "clear_gradients"):
                 facts.cleared |= {receiver_key(func.value)}

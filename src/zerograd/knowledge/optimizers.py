@@ -91,6 +91,11 @@ def holder_name(receiver: str) -> str:
 _NAMED_ENTRY = re.compile(r"""\[["']([A-Za-z_][A-Za-z_0-9]*)["']\]$""")
 
 
+def named_optimizer(receiver: str) -> bool:
+    """`optimizer`, `self.opt_g`: a receiver whose own name says optimizer."""
+    return bool(_OPTIMIZER_NAME.search(last_segment(receiver)))
+
+
 def is_optimizer_callee(qualified: str) -> bool:
     """True when calling `qualified` builds or returns an optimizer."""
     if qualified.startswith(_ENGINE_ROOTS) or qualified.split(".", 1)[0] in NON_TORCH_ROOTS:
