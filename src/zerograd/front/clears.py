@@ -141,7 +141,8 @@ class Clears(Calls):
         if module is not None and self._fresh(ctx, module):
             # Built here (`model = Net()`, a deep copy): no optimizer from before this call holds
             # it, whatever name the object it was built over had (identity by binding).
-            spares = frozenset(o for o in self.info.table.links if not self._bound_here(ctx, o))
+            assigned = assigned_names(block_of(ctx.function.body)) if ctx.function is not None else frozenset()
+            spares = frozenset(o for o in self.info.table.links if not self._bound_here(ctx, o, assigned))
             linked = [o for o in linked if o not in spares]
         elif module is not None and not linked and root_of(module) in self._facts(ctx).parameters:
             # A module handed in under a name no optimizer's link uses (`net` for the caller's
@@ -170,12 +171,12 @@ class Clears(Calls):
         return all(not isinstance(node, cst.Name) or node.value not in facts.parameters and node.value not in facts.instances
                    for arg in built.args for node in _bare_names(arg.value))
 
-    def _bound_here(self, ctx: Context, optimizer: str) -> bool:
-        """An optimizer this function binds or grows: it may hold a module built here."""
+    def _bound_here(self, ctx: Context, optimizer: str, assigned: frozenset[str]) -> bool:
+        """An optimizer this function binds (`assigned`: the names it assigns) or grows: it may
+        hold a module built here."""
         scope = id(ctx.function) if ctx.function is not None else 0
         table = self.info.table
-        return ((scope, optimizer) in table.builds or (scope, optimizer) in table.grown
-                or root_of(optimizer) in assigned_names(block_of(ctx.function.body)) if ctx.function is not None else True)
+        return (scope, optimizer) in table.builds or (scope, optimizer) in table.grown or root_of(optimizer) in assigned
 
     def _may_hold(self, ctx: Context, target: str, module: str) -> bool:
         built = self.info.table.builds.get((id(ctx.function) if ctx.function is not None else 0, target))
