@@ -78,11 +78,16 @@ def test_every_route_gets_it() -> None:
     (lint_source with flake8's tree: no text check, LibCST's limit only)."""
     import ast
 
-    source = "import torch\nx = [" + "1, " * 2000 + "1]; loss.backward()\n"
+    source = "import torch\nx = [" + "1, " * 2000 + "1]; loss.backward(); opt.step()\n"
     (found,) = check_source(source, Settings())
     assert found.code == "ZG900" and "too large" in found.message
     (found,) = lint_source(source, tree=ast.parse(source))
     assert found.code == "ZG900" and "a statement of 6 KB, over 500 tokens" in found.message
+    # A module that cannot step is never given to LibCST: the line's limit, on both routes.
+    source = source.replace("; opt.step()", "")
+    assert check_source(source, Settings()) == lint_source(source, tree=ast.parse(source))
+    (found,) = lint_source(source, tree=ast.parse(source))
+    assert found.code == "ZG900" and "a line of 6 KB, over 1,000 tokens" in found.message
 
 
 def test_the_language_server_reports_a_line_too_large() -> None:

@@ -199,10 +199,10 @@ SAYS_BACKWARD = {
                              "    def forward(ctx, x):\n        ctx.save_for_backward(x)\n        return x * x\n"),
 }
 CALLS_BACKWARD = {
-    "a method": "import torch\nloss.backward()\n",
-    "Lightning's": "import torch\nself.manual_backward(loss)\n",
-    "torch.autograd's": "import torch\ntorch.autograd.backward(loss)\n",
-    "one imported under another name": "from torch.autograd import backward as bw\nbw(loss)  # not backward(\n",
+    "a method": "import torch\nloss.backward()\nopt.step()\n",
+    "Lightning's": "import torch\nself.manual_backward(loss)\nopt.step()\n",
+    "torch.autograd's": "import torch\ntorch.autograd.backward(loss)\nopt.step()\n",
+    "one imported under another name": "from torch.autograd import backward as bw\nbw(loss)  # not backward(\nopt.step()\n",
     "a hook's module": ('"""Lightning calls loss.backward()."""\nimport lightning\n\n\n'
                         "class M(lightning.LightningModule):\n    def training_step(self, batch):\n"
                         "        self.optimizers().zero_grad()\n"),
@@ -223,6 +223,45 @@ def test_only_a_module_that_may_call_a_backward_is_parsed_by_libcst(case: str,
     assert engine.may_hold_findings(source)  # the text's test passes them all
     assert inspect_source(source).findings == []
     assert built == ([source] if case in CALLS_BACKWARD else [])
+
+
+STEPS = {
+    "an optimizer's": "opt.step()",
+    "a scaler's": "scaler.step (opt)",
+    "a wrapper's": "xm.optimizer_step(opt)",
+    "a helper of the module": "train_step(model, opt)",
+    "a hand-over (A3C)": "shared._grad = p.grad",
+    "another hand-over": "s.grad = p.grad.clone()",
+}
+NO_STEP = {
+    "a step named, not called": "scheduler = opt.step\nif p.grad == None: pass",
+    "a step definition": "def step(self): pass",
+    "only a step mode": "net.step_mode = 'm'",
+}
+
+
+@pytest.mark.parametrize("case", sorted({**STEPS, **NO_STEP}))
+def test_a_module_alone_that_cannot_step_is_not_parsed_by_libcst(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every finding is placed by a STEP: a module checked alone that backpropagates but cannot
+    step (autograd helpers, spiking neurons' surrogate gradients) is parsed by CPython only."""
+    import zerograd.engine as engine
+
+    source = "import torch\nloss.backward()\n" + {**STEPS, **NO_STEP}[case] + "\n"
+    built: list[str] = []
+    real = engine.front_end
+    monkeypatch.setattr(engine, "front_end", lambda text, *a, **k: built.append(text) or real(text, *a, **k))
+    assert engine.may_step(source) is (case in STEPS)
+    inspect_source(source)
+    assert built == ([source] if case in STEPS else [])
+
+
+def test_a_module_that_cannot_step_still_reports_what_does_not_parse() -> None:
+    """ZG900's own example: a backward with no step, cut off; and one too long to parse."""
+    assert [f.code for f in inspect_source("for batch in loader:\n    loss.backward(\n").findings] == ["ZG900"]
+    from zerograd.front import size
+
+    long = "x = [" + "1, " * (size.LINE_TOKENS // 2 + 10) + "1]; loss.backward()\n"
+    assert [(f.code, "too large" in f.message) for f in inspect_source(long).findings] == [("ZG900", True)]
 
 
 @pytest.mark.parametrize("header", ["def A():\\\r#\n try:\n  pass\n finally:\n  pass\n",

@@ -21,7 +21,7 @@ from .analysis.rules import CLEAR_KINDS, HOOK_KINDS, Hook, code_for, message
 from .analysis.summaries import CapReached
 from .analysis.verdicts import Verdict
 from .front.lines import split_lines
-from .front.size import TooLarge, check_statement
+from .front.size import TooLarge, check_lines, check_statement
 from .knowledge.frameworks import ALONE, HOOKS, Outside, named
 
 SHARE_LINES = 10_000  # a file this long shares its whitespace nodes (compact.py)
@@ -67,6 +67,24 @@ def _may_hook(source: str) -> bool:
     return any(word in source for word in _HOOK_CLEAR) and _HOOK.search(source) is not None
 
 
+# Every finding is placed by a STEP (rules.md section 2): a call whose name ends in `step`
+# (`opt.step(`, `scaler.step(`, `xm.optimizer_step(`, a helper `train_step(` of this module), a
+# hand-over of `.grad` to another module's parameters (`s._grad = p.grad`), or a framework's
+# driver around the hooks a module defines. A module checked alone (no callee in another module
+# is followed) with none of them can hold no finding, whatever it backpropagates; the plan still
+# links such a module with callers that step (project/index.py reads may_hold_findings).
+_STEP = re.compile(r"step\s*\(|\._?grad\s*=(?!=)|Events\.ITERATION_|create_supervised_trainer")
+_NAMED = re.compile(r"\bdef\s+\w*$")  # `def train_step(` defines, it does not call
+
+
+def may_step(source: str) -> bool:
+    """The cheap, sound test that a module alone can perform a STEP."""
+    for match in _STEP.finditer(source):
+        if not _NAMED.search(source, max(0, match.start() - 64), match.start()):
+            return True
+    return _HOOK.search(source) is not None
+
+
 @dataclass(frozen=True)
 class Report:
     findings: list[Finding]
@@ -102,8 +120,20 @@ def inspect_source(source: str, settings: Settings = Settings(), elide: bool = T
 
 def _inspect(source: str, settings: Settings, elide: bool, tree: Optional[ast.Module],
              scan: Optional[Scan]) -> Report:
-    from .front.relevance import scan_of
+    from .front.relevance import scan_of, scan_text
 
+    if not may_step(source):
+        # No finding, but what does not parse, or is too large to, is still ZG900 on every route:
+        # parsed (unless flake8 did), not walked, and never given to LibCST.
+        try:
+            check_lines(source)
+            if scan is None and tree is None:
+                scan_text(source, walk=False)
+            return Report([])
+        except TooLarge as error:
+            return Report([_too_large(error)])
+        except (SyntaxError, RecursionError, MemoryError, ValueError):
+            pass  # front_end reports it
     if scan is None:
         try:
             scan = scan_of(source, tree)
