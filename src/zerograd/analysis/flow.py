@@ -104,6 +104,9 @@ class State(NamedTuple):
     held: Held
     removed: Optional[Removal]
     facts: Facts
+    # Cleared by this optimizer's own clear, nothing added since: `.grad` is known to hold
+    # nothing (an empty `held` at a scope's start is unknown: its first step leaves it stale).
+    clean: bool = False
 
     @property
     def read(self) -> Reading:
@@ -163,6 +166,8 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         # not undo a skipped step.
         return State(_added(s.held, event if event.reach is not None else None), _refilled(s.removed), s.facts)
     if kind is Kind.STEP and event.target == target:
+        if s.clean and not s.held:  # a warm-up step after a clear applies nothing, leaves nothing
+            return s._replace(removed=None)
         return State(_applied(s.held), None, s.facts)
     if kind is Kind.STEP and event.target is not None and _same_sets(event.target, target, links):
         # Another optimizer over the very same parameters: its step applied these gradients to
@@ -253,7 +258,7 @@ def _cleared(s: State, chain: Chain, zeroes: bool, restarts: bool) -> State:
         removed = _removal(chain, read.guard, zeroes, restarts)
     elif removed is not None and removed.maybe is not None:  # what a possible clear may have left
         removed = _removal(chain, removed.maybe, zeroes, restarts) or removed._replace(maybe=None)
-    return State(EMPTY, removed, s.facts)
+    return State(EMPTY, removed, s.facts, True)
 
 
 def _maybe_cleared(s: State) -> State:
