@@ -14,7 +14,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Optional, Protocol
 
-from .analysis.graph import MAX_NODES, TooBig
+from .analysis.graph import MAX_NODES, Chain, TooBig
 from .analysis.keys import HANDED
 from .analysis.model import Call, Event, Finding, Function, Loop, Node, Settings, Span, calls_of, children
 from .analysis.rules import CLEAR_KINDS, HOOK_KINDS, Hook, code_for, message
@@ -337,7 +337,7 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
         function = program.functions[fid]
         for verdict in verdicts:
             callee = callees.get(verdict.chain[0]) if len(verdict.chain) > 1 else None
-            if callee is not None and (_family(verdict.kind), verdict.chain[1:]) in explained.get(callee, set()):
+            if callee is not None and _explained(verdict, explained.get(callee, set())):
                 continue
             stepper = function.step_function and not analyzer.in_loop(fid, verdict.chain[0])
             code = code_for(verdict, stepper)
@@ -400,6 +400,14 @@ def _hook(program: Program, callees: dict[int, int], chain: tuple[int, ...], dri
 def _position(sites: Locator, site: int) -> tuple[int, int]:
     span = sites.locate(site)
     return span.line, span.col
+
+
+def _explained(verdict: Verdict, callee: set[tuple[str, Chain]]) -> bool:
+    """The callee shows this verdict on its own; a window its clear wipes (LOST) too, when the
+    callee shows that clear as one before the step (ZG002 says it better, as in one scope)."""
+    inner = verdict.chain[1:]
+    return (_family(verdict.kind), inner) in callee or (
+        verdict.kind == "frequency_mismatch" and ("cleared_before_step", inner) in callee)
 
 
 def _family(kind: str) -> str:

@@ -145,16 +145,20 @@ def children(node: Node) -> tuple[Node, ...]:
     return ()
 
 
-def calls_of(node: Node) -> list[Call]:
-    """Every call node in `node`."""
-    found: list[Call] = []
+def nodes_of(node: Node) -> list[Node]:
+    """`node` and every IR node inside it."""
+    found: list[Node] = []
     stack: list[Node] = [node]
     while stack:
         current = stack.pop()
-        if isinstance(current, Call):
-            found.append(current)
+        found.append(current)
         stack.extend(children(current))
     return found
+
+
+def calls_of(node: Node) -> list[Call]:
+    """Every call node in `node`."""
+    return [current for current in nodes_of(node) if isinstance(current, Call)]
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from .conditions import given_facts, given_tests
 from .flow import OUT, START, State, cross, relink, relinked, transfer
 from .graph import Chain, Graph, Summary, summarize
 from .keys import HANDED, INVARIANT, counter_of, rebase, rename, root_of
-from .model import Call, Event, Function, Kind, Program, Test
+from .model import Call, Event, Function, Kind, Program, Test, nodes_of
 from .verdicts import Verdict, judge_contamination, judge_step
 
 # State transfers per analysed scope and optimizer, callees included: 400,000, or 16 per node of
@@ -89,6 +89,7 @@ class Analyzer:
         self.budget = MAX_WORK  # set per analysed scope (analyse)
         self.coarse = False  # join path facts (_Joins): the second try of a scope past the cap
         self.given: dict[int, list[Test]] = {}  # fid -> its tests a caller's literal may decide
+        self.moved: Optional[frozenset[str]] = None  # _moved()
 
     def set_coarse(self, coarse: bool) -> None:
         """Enter or leave coarse runs. What was tabulated in the other mode goes: an exact outcome
@@ -256,6 +257,13 @@ class Analyzer:
                 entry_states.update(_lift(s, call.site, carry.back(state, s)) for s in states)
         return [_lift(s, call.site, carry.back(state, s)) for s in found.exits]
 
+    def _moved(self) -> frozenset[str]:
+        """The counters some function of the program moves (MOVE events)."""
+        if self.moved is None:
+            self.moved = frozenset(node.label for f in self.program.functions for node in nodes_of(f.body)
+                                   if isinstance(node, Event) and node.kind is Kind.MOVE)
+        return self.moved
+
     def _given(self, fid: int) -> list[Test]:
         if fid not in self.given:
             self.given[fid] = given_tests(self.program.functions[fid].body)
@@ -269,8 +277,12 @@ class Analyzer:
         function = self.program.functions[fid]
         entry = START
         if "self" in function.params and self.program.phases:
-            # A method runs on an object that its `__init__` built: its counters start there.
-            entry = START._replace(facts=frozenset((key, phase, True) for key, phase in self.program.phases.items()))
+            # A method runs on an object that its `__init__` built: its counters start there. A
+            # method analysed once is called any number of times, though: a counter some method
+            # moves may be at any phase by then (TD3's `self.total_it += 1` then `% policy_freq`).
+            moved = frozenset() if function.step_function else self._moved()
+            phases = [(key, phase) for key, phase in self.program.phases.items() if key not in moved]
+            entry = START._replace(facts=frozenset((key, phase, True) for key, phase in phases))
         graph = self.graph(fid, function.step_function, ())
         self.budget = max(MAX_WORK, WORK_PER_NODE * len(graph.nodes))
         outcome = self.run(fid, target, entry, (), repeat=function.step_function)
