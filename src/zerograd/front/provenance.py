@@ -37,7 +37,7 @@ Callee = tuple[cst.FunctionDef, Optional[str], "Resolver"]
 Resolver = Callable[[cst.BaseExpression], Optional[Callee]]
 DEPTH = 4  # calls followed into, one inside another: deeper ones are opaque
 SUMMARIES = 256  # distinct (function, arguments) traced in a module, plus 4 per function
-Summaries = dict[tuple[int, tuple[Reach, ...], tuple[tuple[str, str], ...]], Reach]
+Summaries = dict[tuple[int, tuple[Reach, ...], tuple[tuple[str, str], ...], tuple[tuple[str, Reach], ...]], Reach]
 
 
 def union(*parts: Reach) -> Reach:
@@ -248,17 +248,27 @@ class Tracer:
         # A module handed over (`adversarial(D, fake)`) is that module where the callee calls it.
         handed = {param: self.key(arg) for param, arg in bound.items() if isinstance(arg, (cst.Name, cst.Attribute))}
         handed = {param: module for param, module in handed.items() if related(module, self.modules)}
-        memo = (id(function), tuple(args), tuple(sorted(handed.items())))
+        # What the caller assigned to the object's attributes before the call is what the method
+        # reads of `self` (`self.fake = self.G(z)`, then `self.d_loss(real)` reading `self.fake`).
+        fields = tuple(sorted(self._fields(receiver).items()))
+        memo = (id(function), tuple(args), tuple(sorted(handed.items())), fields)
         found = self.summaries.get(memo)
         if found is None:
             if len(self.summaries) >= self.limit:
                 return None  # calls into a large web of functions: the module's cost stays linear
             self.summaries[memo] = OPAQUE  # while it is computed: a call back into it is opaque
-            found = self.summaries[memo] = self._traced(function, resolve, bound, args, handed)
+            found = self.summaries[memo] = self._traced(function, resolve, bound, args, handed, dict(fields))
         return found if receiver in (None, "self") else _renamed(found, "self", receiver)
 
+    def _fields(self, receiver: Optional[str]) -> dict[str, Reach]:
+        """The caller's values of `receiver.X`, as the method names them (`self.X`)."""
+        if receiver is None:
+            return {}
+        return {"self" + key[len(receiver):]: value for key, value in self.env.items()
+                if key.startswith(receiver + ".") and "." not in key[len(receiver) + 1:]}
+
     def _traced(self, function: cst.FunctionDef, resolve: Resolver, bound: dict[str, cst.BaseExpression],
-                args: list[Reach], handed: dict[str, str]) -> Reach:
+                args: list[Reach], handed: dict[str, str], fields: dict[str, Reach]) -> Reach:
         params = frozenset(p.name.value for p in (*function.params.posonly_params, *function.params.params,
                                                    *function.params.kwonly_params))
 
@@ -269,6 +279,7 @@ class Tracer:
 
         inner = Tracer(self.modules, named, params, self.ours, self.no_grad, resolve, self.depth + 1, self.summaries,
                        self.limit)
+        inner.env.update(fields)
         inner.env.update((param, reach) for (param, _), reach in zip(bound.items(), args) if param not in handed)
         inner.block(block_of(function.body))
         return union(CLEAN, *inner.returns)
