@@ -62,7 +62,9 @@ Two loops in sequence (a function or module body):
 Two GAN losses: remove-detach (ZG006), clear-before-other-backward (ZG006), below; and
 remove-detach-phased (ZG006): remove-detach in a site that clears every optimizer, then
 backpropagates every loss, then steps every optimizer (issue 47), whatever the order of the steps
-(remove-detach is then not made there).
+(remove-detach is then not made there); remove-detach-in-method (ZG006, loops and functions): the
+generator output's `.detach()` is in a function or method of the file that the site calls
+(`d_loss(D, real, fake)`, `self.fake.detach()`), and goes there (issue 45: reach through calls).
 Classes whose hooks a framework calls (scope: the framework; benchmarks/hook_mutants.py):
 hook-clear-between (ZG002), hook-clear-every-batch (ZG003), hook-drop-clear (ZG001).
 For each detected mutant it also asks whether a fix is offered (fixable) and whether `--fix` then
@@ -102,6 +104,7 @@ from mutants import (
     clears_first,
     code,
     index_of,
+    lines_of,
     moved,
     scan,
     unstable,
@@ -117,6 +120,7 @@ WINDOW_SETTING = "window-setting-every-call"
 SECOND_OPTIMIZER = "second-optimizer-same-parameters"
 EPOCH_START = "epoch-start-clear"
 PHASED = "remove-detach-phased"
+IN_METHOD = "remove-detach-in-method"
 HOOKED = re.compile(r"(?:LightningModule|Callback|Trainer)\b")  # a class a framework may call (hook_mutants.py)
 # rules.md v3: ZG001 and ZG004 name one bug (old gradients reach a step, STALE or LEAK); ZG004 is
 # for a loop where some path clears (a possible clear the mutant left, a `continue`), so either
@@ -144,6 +148,8 @@ ROWS: dict[Row, tuple[str, ...]] = {
     ("remove-detach", "loop"): ("ZG006",),
     (PHASED, "loop"): ("ZG006",),
     ("clear-before-other-backward", "loop"): ("ZG006",),
+    (IN_METHOD, "loop"): ("ZG006",),
+    (IN_METHOD, "function"): ("ZG006",),
     **{(CLEAR_BETWEEN, t.name): ("ZG002",) for t in TARGETS if t.between[0]},
     **{(EVERY_BATCH, t.name): ("ZG003",) for t in TARGETS if t.every_batch[0]},
     **{(DROP_CLEAR, t.name): ("ZG001",) for t in TARGETS if t.drop},
@@ -235,6 +241,9 @@ def mutants(path: Path, source: str, flagged: set[int], kinds: frozenset[str] = 
     for site in file.sites.loops:
         if site.several and file.clean(site.node):
             yield from _drop_none(contamination_mutants(file, site, holders))
+    for site in file.sites.loops + file.sites.functions:
+        if site.several and file.clean(site.node):
+            yield from _drop_none(helper_detach_mutants(file, site, holders))
     for node, target, root in hook_sites(module):
         if file.clean(node):
             for kind, edit, what, inserted in hook_edits(module, node, target, root):
@@ -660,15 +669,112 @@ def _outputs(lines: Sequence[Line], modules: set[str]) -> set[str]:
 
 
 class _Undetach(cst.CSTTransformer):
+    """`x.detach()` -> `x` for the names (or attribute chains: `self.fake`) given."""
+
     def __init__(self, names: set[str]) -> None:
         self.names = names
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         func = updated_node.func
         if (isinstance(func, cst.Attribute) and func.attr.value == "detach" and not updated_node.args
-                and isinstance(func.value, cst.Name) and func.value.value in self.names):
+                and isinstance(func.value, (cst.Name, cst.Attribute)) and code(func.value) in self.names):
             return func.value
         return updated_node
+
+
+def helper_detach_mutants(file: File, site: Site, holders: dict[str, set[str]]) -> Iterator[Optional[Mutant]]:
+    """remove-detach-in-method (issue 45): as remove-detach, but the `.detach()` of the generator's
+    output is in a function or method of this file that the site calls (`d_loss(D, real, fake)`
+    with `D(fake.detach())` inside, or `self.fake.detach()` where `self.fake = self.G(z)`): the
+    detach goes there, so the other optimizer's loss reaches the generator's parameters; the
+    generator's clear is hoisted before the first backward when it came after it. Expected: ZG006
+    at the generator's step, which the analysis can only see by following the call."""
+    lines, target = site.lines, site.target
+    mine = holders.get(target)
+    steps = [i for i, line in enumerate(lines) if target in line.steps]
+    clears = [i for i, line in enumerate(lines) if target in line.clears]
+    others = [i for i, line in enumerate(lines) if line.steps and target not in line.steps]
+    backward = [i for i, line in enumerate(lines) if line.backward]
+    if not mine or not steps or not clears or not others or not backward:
+        return
+    step = steps[0]
+    phased = max(clears) < backward[0] and min(steps + others) > backward[-1]
+    hoist = None
+    if not phased and max(clears) > backward[0]:
+        if len(clears) != 1 or not lines[clears[0]].movable or lines[backward[0]].nested or clears[0] > step:
+            return
+        hoist = clears[0]
+    defs = _defs(file)
+    outputs = _outputs(lines[:step], mine) | _attribute_outputs(file, mine)
+    for i, line in enumerate(lines[:step]):
+        later = [j for j in backward if i <= j and (phased or j < step and any(j < k < step for k in others))]
+        for call, helper in _helper_calls(line, defs) if later else ():
+            names = {p for p, arg in _bound(call, helper) if code(arg) in outputs} | outputs
+            statements = [h.node for h in lines_of(helper.body) if isinstance(h.node, cst.SimpleStatementLine)]
+            undone = [(old, old.visit(_Undetach(names))) for old in statements]
+            undone = [(old, new) for old, new in undone if not new.deep_equals(old)]
+            if not undone:
+                continue
+            edit = Edit(set())
+            for old, new in undone:
+                edit.delete.add(id(old))
+                edit.insert(old, new)  # type: ignore[arg-type]
+            first = lines[later[0]].node  # that graph is now backpropagated twice: keep it
+            inserted = []
+            if hoist is not None:
+                edit.delete.add(id(lines[hoist].node))
+                inserted.append(edit.insert(lines[backward[0]].node, moved(lines[hoist].node)))
+            if isinstance(first, cst.SimpleStatementLine) and id(first) not in edit.delete:
+                edit.delete.add(id(first))
+                inserted.append(edit.insert(first, first.visit(_Retain())))  # type: ignore[arg-type]
+            name = helper.name.value
+            described = f"remove .detach() in {name}() ({target}'s module)" + (
+                f", {target}.zero_grad() moved before the first backward" if hoist is not None else "")
+            yield file.mutant(IN_METHOD, site.scope, site.node, edit, described, inserted)
+            return
+
+
+def _defs(file: File) -> dict[str, cst.FunctionDef]:
+    """The functions and methods of the module by name (a name defined twice: neither)."""
+    if file.functions is None:
+        file.functions = [f for f in _nodes_of(file.module) if isinstance(f, cst.FunctionDef)]
+    found: dict[str, Optional[cst.FunctionDef]] = {}
+    for function in file.functions:
+        name = function.name.value
+        found[name] = None if name in found else function
+    return {name: f for name, f in found.items() if f is not None and isinstance(f.body, cst.IndentedBlock)}
+
+
+def _helper_calls(line: Line, defs: dict[str, cst.FunctionDef]) -> Iterator[tuple[cst.Call, cst.FunctionDef]]:
+    """The calls of the line of a function of this module (`f(...)`, `self.f(...)`)."""
+    for node in _nodes_of(line.node):
+        if not isinstance(node, cst.Call):
+            continue
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in defs:
+            yield node, defs[func.value]
+        elif isinstance(func, cst.Attribute) and code(func.value) == "self" and func.attr.value in defs:
+            yield node, defs[func.attr.value]
+
+
+def _bound(call: cst.Call, helper: cst.FunctionDef) -> list[tuple[str, cst.BaseExpression]]:
+    """(parameter, argument) pairs of a call, positional and keyword (a method's `self` skipped)."""
+    params = [p.name.value for p in helper.params.params]
+    if params[:1] == ["self"] and isinstance(call.func, cst.Attribute):
+        params = params[1:]
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    pairs = list(zip(params, positional))
+    pairs += [(a.keyword.value, a.value) for a in call.args if a.keyword is not None]
+    return pairs
+
+
+def _attribute_outputs(file: File, modules: set[str]) -> set[str]:
+    """`self.fake` wherever the module assigns it from a call of one of `modules`."""
+    found = set()
+    for node in _nodes_of(file.module):
+        if isinstance(node, cst.Assign) and _calls_module(node.value, modules):
+            found |= {code(t.target) for t in node.targets if isinstance(t.target, cst.Attribute)}
+    return found
 
 
 class _Retain(cst.CSTTransformer):
