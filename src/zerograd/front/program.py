@@ -226,14 +226,18 @@ def _other_autograd_only(info: ModuleInfo) -> bool:
 def _not_pytorch(info: ModuleInfo, linked_to_pytorch: bool = False) -> bool:
     """rules.md v2 section 2: a module with evidence of another system (NumPy, JAX, its own
     autograd class with a `backward` method) and none of PyTorch (an import of the torch family,
-    or of the project's own modules; in a project run, a module linked with it that imports
+    or of the project's own modules, or a star import of anything but NumPy and its kin; in a project run, a module linked with it that imports
     PyTorch: BERT-pytorch's NumPy-only `ScheduledOptim` wraps a torch optimizer) is not PyTorch
     training code."""
     names = info.aliases.values()
     if any(name.startswith(".") or name.split(".")[0] in TORCH_FAMILY for name in names):
         return False
     own_autograd = any("backward" in cls.methods for cls in info.classes.values())
-    return own_autograd or not linked_to_pytorch and any(name.split(".")[0] in NON_TORCH_NUMERIC for name in names)
+    # `from torch.nn import *`, or a project's `from modeling.deeplab import *`, may bring
+    # PyTorch under names no import shows (deeplab-xception's trainer imports only NumPy by name).
+    starred = any(star.lstrip(".").split(".")[0] not in NON_TORCH_NUMERIC for star in info.stars)
+    return own_autograd or not (linked_to_pytorch or starred) and any(
+        name.split(".")[0] in NON_TORCH_NUMERIC for name in names)
 
 
 def _functions(body: Sequence[cst.CSTNode], cls: Optional[ClassInfo],
