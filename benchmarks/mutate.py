@@ -99,6 +99,7 @@ from mutants import (
     Site,
     accumulates,
     apply,
+    assigned_in,
     called_here,
     clears_after_step,
     clears_first,
@@ -106,6 +107,7 @@ from mutants import (
     index_of,
     lines_of,
     moved,
+    names_in,
     scan,
     unstable,
 )
@@ -708,6 +710,10 @@ def helper_detach_mutants(file: File, site: Site, holders: dict[str, set[str]]) 
     outputs = _outputs(lines[:step], mine) | _attribute_outputs(file, mine)
     for i, line in enumerate(lines[:step]):
         later = [j for j in backward if i <= j and (phased or j < step and any(j < k < step for k in others))]
+        # The helper's value must be backpropagated: called in that backward's line, or assigned
+        # to a name it reads (not an accuracy computed beside the loss).
+        made = assigned_in([line.node])
+        later = [j for j in later if j == i or made & names_in(lines[j].node)]
         for call, helper in _helper_calls(line, defs) if later else ():
             names = {p for p, arg in _bound(call, helper) if code(arg) in outputs} | outputs
             statements = [h.node for h in lines_of(helper.body) if isinstance(h.node, cst.SimpleStatementLine)]
