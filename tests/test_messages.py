@@ -36,3 +36,12 @@ def test_a_leak_names_the_backward_before_the_loop() -> None:
     found = messages("zg001_leak_before_loop.py")
     assert "the backward() at line 16, before the loop" in found[20]
     assert "the backward() at line 28, before the loop" in found[32]
+
+
+def test_a_hand_over_names_its_mechanism() -> None:
+    """A hand-over of the local .grad itself is unbound by the shared optimizer's set_to_none
+    clear (PyTorch 2.0); one of a copy (`p.grad.clone()`) carries the local accumulation."""
+    shared = messages("zg001_handed_gradients.py")[48]
+    assert "since PyTorch 2.0" in shared and "copy" not in shared
+    copies = messages("zg001_handed_copies.py")[30]
+    assert "a copy of them is handed" in copies and "PyTorch 2.0" not in copies

@@ -344,7 +344,9 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
             line = sites.locate(verdict.note).line if verdict.note is not None else 0
             label, kind, site, hook = verdict.label, verdict.kind, verdict.chain[0], None
             if code == "ZG001" and kind == "never_cleared" and verdict.target.endswith(HANDED):
-                kind = "handed_never_cleared"
+                # The local .grad itself, or a copy of it: which clear leaves what differs.
+                shares = _SHARES.search(sites.text(verdict.chain[-1])) is not None
+                kind = "handed_never_cleared" if shares else "handed_copies_never_cleared"
             if function.driver:
                 # A framework's order around the user's hooks (drivers.py): reported at the event
                 # itself, in the hook, and a dropped clear as the override's (rules.md section 7).
@@ -400,6 +402,10 @@ def _hook(program: Program, callees: dict[int, int], chain: tuple[int, ...], dri
 def _position(sites: Locator, site: int) -> tuple[int, int]:
     span = sites.locate(site)
     return span.line, span.col
+
+
+# A hand-over of the tensor itself (`shared._grad = local.grad`), not of a copy of it.
+_SHARES = re.compile(r"\b_?grad\s*=\s*[A-Za-z_][\w.]*\.grad[ \t]*(?:[\r\n;#]|$)")
 
 
 def _explained(verdict: Verdict, callee: set[tuple[str, Chain]]) -> bool:

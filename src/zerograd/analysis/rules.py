@@ -101,6 +101,9 @@ _VARIANTS = {
     "clears only some of its parameters; call {o}.zero_grad() before backward() or after step()",
     "part_cleared": "gradients of '{o}' are never wholly cleared in this loop: the clear at line {line} leaves "
     "those of {other}, which '{o}' also holds; call {o}.zero_grad() before backward() or after step()",
+    "handed_copies_never_cleared": "gradients of '{o}' are never cleared in this loop, and a copy of them is "
+    "handed to another module's parameters at every update (`shared.grad = p.grad.clone()`): {o}'s .grad sums "
+    "every loss so far, so each copy hands all earlier losses over again; call {o}.zero_grad() before backward()",
     "handed_never_cleared": "gradients of '{o}' are never cleared in this loop, and they are handed to another "
     "module's parameters (`shared._grad = p.grad`) whose step applies every earlier loss again: since PyTorch 2.0 "
     "the shared optimizer's zero_grad() sets its .grad to None and leaves {o}'s; call {o}.zero_grad() before "
