@@ -226,9 +226,9 @@ def _other_autograd_only(info: ModuleInfo) -> bool:
 def _not_pytorch(info: ModuleInfo, linked_to_pytorch: bool = False) -> bool:
     """rules.md v2 section 2: a module with evidence of another system (NumPy, JAX, its own
     autograd class with a `backward` method) and none of PyTorch (an import of the torch family,
-    or of the project's own modules, or a star import of anything but NumPy and its kin; in a project run, a module linked with it that imports
-    PyTorch: BERT-pytorch's NumPy-only `ScheduledOptim` wraps a torch optimizer) is not PyTorch
-    training code."""
+    or of the project's own modules, or a star import of anything but NumPy and its kin; in a
+    project run, a module linked with it that imports PyTorch: BERT-pytorch's NumPy-only
+    `ScheduledOptim` wraps a torch optimizer) is not PyTorch training code."""
     names = info.aliases.values()
     if any(name.startswith(".") or name.split(".")[0] in TORCH_FAMILY for name in names):
         return False
