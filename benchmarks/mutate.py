@@ -671,16 +671,22 @@ def _outputs(lines: Sequence[Line], modules: set[str]) -> set[str]:
 
 
 class _Undetach(cst.CSTTransformer):
-    """`x.detach()` -> `x` for the names (or attribute chains: `self.fake`) given."""
+    """`x.detach()` -> `x` for the names (or attribute chains: `self.fake`) given, and
+    `G(z).detach()` -> `G(z)` for the modules given."""
 
-    def __init__(self, names: set[str]) -> None:
+    def __init__(self, names: set[str], modules: frozenset[str] | set[str] = frozenset()) -> None:
         self.names = names
+        self.modules = modules
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         func = updated_node.func
-        if (isinstance(func, cst.Attribute) and func.attr.value == "detach" and not updated_node.args
-                and isinstance(func.value, (cst.Name, cst.Attribute)) and code(func.value) in self.names):
-            return func.value
+        if not (isinstance(func, cst.Attribute) and func.attr.value == "detach" and not updated_node.args):
+            return updated_node
+        inner = func.value
+        if isinstance(inner, (cst.Name, cst.Attribute)) and code(inner) in self.names:
+            return inner
+        if isinstance(inner, cst.Call) and code(inner.func) in self.modules:
+            return inner
         return updated_node
 
 
@@ -712,12 +718,11 @@ def helper_detach_mutants(file: File, site: Site, holders: dict[str, set[str]]) 
         later = [j for j in backward if i <= j and (phased or j < step and any(j < k < step for k in others))]
         # The helper's value must be backpropagated: called in that backward's line, or assigned
         # to a name it reads (not an accuracy computed beside the loss).
-        made = assigned_in([line.node])
-        later = [j for j in later if j == i or made & names_in(lines[j].node)]
+        later = [j for j in later if j == i or _flows(lines, i, j)]
         for call, helper in _helper_calls(line, defs) if later else ():
             names = {p for p, arg in _bound(call, helper) if code(arg) in outputs} | outputs
             statements = [h.node for h in lines_of(helper.body) if isinstance(h.node, cst.SimpleStatementLine)]
-            undone = [(old, old.visit(_Undetach(names))) for old in statements]
+            undone = [(old, old.visit(_Undetach(names, mine))) for old in statements]
             undone = [(old, new) for old, new in undone if not new.deep_equals(old)]
             if not undone:
                 continue
@@ -738,6 +743,15 @@ def helper_detach_mutants(file: File, site: Site, holders: dict[str, set[str]]) 
                 f", {target}.zero_grad() moved before the first backward" if hoist is not None else "")
             yield file.mutant(IN_METHOD, site.scope, site.node, edit, described, inserted)
             return
+
+
+def _flows(lines: Sequence[Line], i: int, j: int) -> bool:
+    """What line `i` assigns reaches line `j` (through the assignments of the lines between)."""
+    tainted = assigned_in([lines[i].node])
+    for line in lines[i + 1:j]:
+        if tainted & names_in(line.node):
+            tainted |= assigned_in([line.node])
+    return bool(tainted & names_in(lines[j].node))
 
 
 def _defs(file: File) -> dict[str, cst.FunctionDef]:
