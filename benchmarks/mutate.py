@@ -64,7 +64,9 @@ remove-detach-phased (ZG006): remove-detach in a site that clears every optimize
 backpropagates every loss, then steps every optimizer (issue 47), whatever the order of the steps
 (remove-detach is then not made there); remove-detach-in-method (ZG006, loops and functions): the
 generator output's `.detach()` is in a function or method of the file that the site calls
-(`d_loss(D, real, fake)`, `self.fake.detach()`), and goes there (issue 45: reach through calls).
+(`d_loss(D, real, fake)`, `self.fake.detach()`), and goes there (issue 45: reach through calls);
+drop-clear-between-losses (ZG006): an optimizer cleared twice loses the clear that sits after
+another optimizer's loss reaching its module and stepping it, before its own backward.
 Classes whose hooks a framework calls (scope: the framework; benchmarks/hook_mutants.py):
 hook-clear-between (ZG002), hook-clear-every-batch (ZG003), hook-drop-clear (ZG001).
 For each detected mutant it also asks whether a fix is offered (fixable) and whether `--fix` then
@@ -123,6 +125,7 @@ SECOND_OPTIMIZER = "second-optimizer-same-parameters"
 EPOCH_START = "epoch-start-clear"
 PHASED = "remove-detach-phased"
 IN_METHOD = "remove-detach-in-method"
+CLEAR_BETWEEN_LOSSES = "drop-clear-between-losses"
 HOOKED = re.compile(r"(?:LightningModule|Callback|Trainer)\b")  # a class a framework may call (hook_mutants.py)
 # rules.md v3: ZG001 and ZG004 name one bug (old gradients reach a step, STALE or LEAK); ZG004 is
 # for a loop where some path clears (a possible clear the mutant left, a `continue`), so either
@@ -151,6 +154,7 @@ ROWS: dict[Row, tuple[str, ...]] = {
     (PHASED, "loop"): ("ZG006",),
     ("clear-before-other-backward", "loop"): ("ZG006",),
     (IN_METHOD, "loop"): ("ZG006",),
+    (CLEAR_BETWEEN_LOSSES, "loop"): ("ZG006",),
     (IN_METHOD, "function"): ("ZG006",),
     **{(CLEAR_BETWEEN, t.name): ("ZG002",) for t in TARGETS if t.between[0]},
     **{(EVERY_BATCH, t.name): ("ZG003",) for t in TARGETS if t.every_batch[0]},
@@ -246,6 +250,9 @@ def mutants(path: Path, source: str, flagged: set[int], kinds: frozenset[str] = 
     for site in file.sites.loops + file.sites.functions:
         if site.several and file.clean(site.node):
             yield from _drop_none(helper_detach_mutants(file, site, holders))
+    for site in file.sites.loops:
+        if site.several and file.clean(site.node):
+            yield from _drop_none(iter([_clear_between_losses(file, site, holders)]))
     for node, target, root in hook_sites(module):
         if file.clean(node):
             for kind, edit, what, inserted in hook_edits(module, node, target, root):
@@ -743,6 +750,30 @@ def helper_detach_mutants(file: File, site: Site, holders: dict[str, set[str]]) 
                 f", {target}.zero_grad() moved before the first backward" if hoist is not None else "")
             yield file.mutant(IN_METHOD, site.scope, site.node, edit, described, inserted)
             return
+
+
+def _clear_between_losses(file: File, site: Site, holders: dict[str, set[str]]) -> Optional[Mutant]:
+    """drop-clear-between-losses (issue 45): the optimizer (a discriminator's, a critic's) is
+    cleared twice in the loop body; the later clear sits after another optimizer's loss whose
+    backward reaches its module (`g_loss = bce(D(fake), 1)`, the generator's) and before its own
+    backward and step. Deleting that clear leaves the other loss's gradients in its parameters for
+    its step (ZG006), while its first clear keeps it from being never cleared."""
+    lines, target = site.lines, site.target
+    mine = holders.get(target)
+    clears = [i for i, line in enumerate(lines) if target in line.clears and not line.nested]
+    steps = [i for i, line in enumerate(lines) if target in line.steps]
+    if not mine or len(clears) < 2 or not steps or not all(lines[i].movable for i in clears):
+        return None
+    for c in clears[1:]:
+        own = [j for j in range(c + 1, len(lines)) if lines[j].backward]
+        before = [j for j in range(clears[0] + 1, c) if lines[j].backward and not lines[j].nested
+                  and (_calls_module(lines[j].node, mine) or _loss_calls(lines, j, mine))]
+        others = [k for k in range(before[-1] + 1, c) if lines[k].steps and target not in lines[k].steps] if before else []
+        if own and before and others and any(own[0] < k for k in steps) and not any(
+                target in lines[k].clears for k in range(c + 1, min(k for k in steps if k > own[0]))):
+            return file.mutant(CLEAR_BETWEEN_LOSSES, "loop", site.node, Edit({id(lines[c].node)}),
+                               f"delete {target}.zero_grad() after another optimizer's loss that reaches it")
+    return None
 
 
 def _flows(lines: Sequence[Line], i: int, j: int) -> bool:
