@@ -126,9 +126,10 @@ def _inspect(source: str, settings: Settings, elide: bool, tree: Optional[ast.Mo
         # No finding, but what does not parse, or is too large to, is still ZG900 on every route:
         # parsed (unless flake8 did), not walked, and never given to LibCST.
         try:
-            check_lines(source)
             if scan is None and tree is None:
-                scan_text(source, walk=False)
+                scan_text(source, walk=False)  # its line check included
+            elif scan is None:
+                check_lines(source)  # flake8 parsed it; a plan's scan was checked when made
             return Report([])
         except TooLarge as error:
             return Report([_too_large(error)])

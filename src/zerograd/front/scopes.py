@@ -7,7 +7,6 @@ naming.py and judged with the optimizer table the first pass (facts.py) filled.
 
 from __future__ import annotations
 
-import builtins
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Optional, Union
@@ -32,13 +31,13 @@ from .conditions import (
     substituted,
 )
 from .counters import stepped_counters
+from .exceptions import catches_torch
 from .facts import ModuleInfo
 from .naming import (
     assigned_names,
     block_of,
     bound_names,
     collection_key,
-    dotted,
     element_name,
     loss_of,
     statements_of,
@@ -57,10 +56,6 @@ DIST_AUTOGRAD = "torch.distributed.autograd"
 EVENT_NAMES = frozenset({"backward", "zero_grad", "clear_grad", "clear_gradients", "step"})
 MAX_UNROLLED = 8  # entries of a literal list a loop over it is unrolled for
 
-
-# Builtin exception classes: what a backward or a step may raise (RuntimeError, ValueError...).
-BUILTIN_EXCEPTIONS = frozenset(name for name, value in vars(builtins).items()
-                               if isinstance(value, type) and issubclass(value, BaseException))
 
 class Builder(Receivers, Windows):
     def __init__(self, info: ModuleInfo, sites: Sites, index: dict[int, int], link: Optional[Link] = None) -> None:
@@ -147,7 +142,7 @@ class Builder(Receivers, Windows):
             handlers = tuple(self.block(block_of(h.body), ctx) for h in node.handlers)
             orelse = self.block(block_of(node.orelse.body), ctx) if node.orelse else Seq()
             final = self.block(block_of(node.finalbody.body), ctx) if node.finalbody else Seq()
-            catches = tuple(self._catches_torch(h.type) for h in node.handlers)
+            catches = tuple(catches_torch(h.type, self.info) for h in node.handlers)
             return [Try(self.block(block_of(node.body), ctx), handlers, orelse, final, () if all(catches) else catches)]
         if isinstance(node, cst.With):
             return self._with(node, ctx)
@@ -172,22 +167,6 @@ class Builder(Receivers, Windows):
         elif type(node) is cst.Raise:
             items.append(Jump("raise"))
         return items
-
-    def _catches_torch(self, caught: Optional[cst.BaseExpression]) -> bool:
-        """Whether `except <caught>:` may catch what PyTorch raises: everything but names that
-        are neither builtin exceptions nor torch's (a library's own exception classes)."""
-        if caught is None:
-            return True
-        if isinstance(caught, cst.Tuple):
-            return any(self._catches_torch(e.value) for e in caught.elements)
-        name = dotted(caught)
-        if name is None:
-            return True
-        qualified = self.info.qualify_name(name)
-        # A name neither builtin, defined nor imported here may come from a `from torch... import *`.
-        starred = any(star.split(".", 1)[0] == "torch" for star in self.info.stars)
-        return name in BUILTIN_EXCEPTIONS or qualified.split(".", 1)[0] == "torch" or starred and (
-            "." not in qualified and name not in self.info.classes and name not in self.info.aliases)
 
     def _builds(self, node: cst.CSTNode, ctx: Context) -> list[Node]:
         """`opt = SGD([x_in])` inside a loop: a fresh optimizer (of fresh tensors, usually) each

@@ -69,25 +69,17 @@ _FOREIGN_TAPES = re.compile(r"(?:^|\.)(?:Tape|GradientTape)$")
 
 def last_segment(receiver: str) -> str:
     """`self.optimizers["g"]` -> `optimizers`; `opt_d` -> `opt_d`; an attribute of an entry is
-    that attribute: `self.agents[*].optimizer` -> `optimizer` (seac's `curr_agent.optimizer`)."""
-    head = _without_entries(receiver)
-    return head.rsplit(".", 1)[-1]
-
-
-def _without_entries(receiver: str) -> str:
-    """The receiver without the subscripts it ends with (`a[i].b[j]["k"]` -> `a[i].b`)."""
-    end = len(receiver)
-    while end and receiver[end - 1] == "]":
-        depth = 0
-        for at in range(end - 1, -1, -1):
-            depth += {"]": 1, "[": -1}.get(receiver[at], 0)
-            if depth == 0:
-                end = at
-                break
-        else:
-            break  # unbalanced: leave it
-    head = receiver[:end]
-    return head.split("[", 1)[0] if "[" in head and "." not in head.rsplit("]", 1)[-1] else head
+    that attribute: `self.agents[*].optimizer` -> `optimizer` (seac's `curr_agent.optimizer`).
+    The name after the last dot outside any subscript."""
+    depth, outside = 0, []
+    for char in receiver:
+        if char == "[":
+            depth += 1
+        elif char == "]":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            outside.append(char)
+    return "".join(outside).rsplit(".", 1)[-1]
 
 
 def entry_name(receiver: str) -> str:
