@@ -15,12 +15,13 @@ no module made. Branches are read one after the other (a may-analysis: later def
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import libcst as cst
 
 from ..analysis.keys import rebase, related, root_of, within
 from ..analysis.model import Reach
+from ..knowledge.values import NEW_TENSOR_METHODS, RECEIVER_ONLY, SCALER_PASS, makes_leaf, runs_only_itself
 from .naming import block_of, dotted, loss_of, receiver_key, suites
 
 CLEAN = Reach(frozenset(), frozenset(), False)
@@ -29,6 +30,9 @@ OPAQUE = Reach(frozenset(), frozenset(), True)
 _DETACHING = frozenset({"detach", "detach_", "item", "tolist", "numpy", "data"})
 _BACKWARD = ("backward", "manual_backward")  # methods that backpropagate a loss
 NO_GRAD = frozenset({"no_grad", "inference_mode"})  # context managers under which nothing is recorded
+# What a tensor tells of itself (its size, type, place) is no graph.
+_DESCRIBING = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "size", "dim", "numel",
+                         "nelement", "element_size", "get_device", "is_contiguous", "is_floating_point"})
 
 Key = Callable[[cst.BaseExpression], str]
 # A function of this module a call names, and the receiver bound to its `self` (None: a plain
@@ -38,6 +42,16 @@ Resolver = Callable[[cst.BaseExpression], Optional[Callee]]
 DEPTH = 4  # calls followed into, one inside another: deeper ones are opaque
 SUMMARIES = 256  # distinct (function, arguments) traced in a module, plus 4 per function
 Summaries = dict[tuple[int, tuple[Reach, ...], tuple[tuple[str, str], ...], tuple[tuple[str, Reach], ...]], Reach]
+
+
+class Names(NamedTuple):
+    """What the module's imports and optimizer table say of a name (facts.py)."""
+
+    qualify: Callable[[cst.BaseExpression], Optional[str]]  # a callee as imported (`F.mse_loss` -> torch...)
+    imported: Callable[[str], bool]  # the head of a dotted name is an import (a module, not a value)
+    is_scaler: Callable[[str], bool]  # a receiver key is an AMP gradient scaler
+    # The instances a function's object holds, built in its class (`self.bce` -> `torch.nn.BCELoss`).
+    instances: Callable[[Optional[cst.FunctionDef]], dict[str, str]]
 
 
 def union(*parts: Reach) -> Reach:
@@ -55,13 +69,15 @@ class Tracer:
     """One scope's values; `found` maps id(backward call) -> what its loss reaches."""
 
     def __init__(self, modules: frozenset[str], key: Key, params: frozenset[str], ours: frozenset[str],
-                 no_grad: Callable[[cst.BaseExpression], bool], resolve: Optional[Resolver] = None,
-                 depth: int = 0, summaries: Optional[Summaries] = None, limit: int = SUMMARIES) -> None:
+                 names: Names, resolve: Optional[Resolver] = None,
+                 depth: int = 0, summaries: Optional[Summaries] = None, limit: int = SUMMARIES,
+                 function: Optional[cst.FunctionDef] = None) -> None:
         self.modules = modules  # receivers some optimizer holds the parameters of
         self.key = key
         self.params = params
         self.ours = ours  # functions defined in this module: calling one may run any module
-        self.no_grad = no_grad
+        self.names = names
+        self.instances = names.instances(function)
         self.resolve = resolve
         self.depth = depth
         # What a function's return value reaches, per argument reaches and modules handed over
@@ -107,12 +123,15 @@ class Tracer:
         saved = self.cutting
         for item in node.items:
             call = item.item
-            if isinstance(call, cst.Call) and self.no_grad(call.func):
+            if isinstance(call, cst.Call) and self._no_grad(call.func):
                 self.cutting = True
             elif item.asname is not None:
                 self._bind(item.asname.name, self.value(call))
         self.block(block_of(node.body))
         self.cutting = saved
+
+    def _no_grad(self, func: cst.BaseExpression) -> bool:
+        return (self.names.qualify(func) or "").rsplit(".", 1)[-1] in NO_GRAD
 
     def small(self, node: cst.CSTNode) -> None:
         self._calls(node)
@@ -203,6 +222,8 @@ class Tracer:
                 return self.env[key]
             if isinstance(node, cst.Attribute) and node.attr.value in _DETACHING:
                 return cut(self.value(node.value))
+            if isinstance(node, cst.Attribute) and node.attr.value in _DESCRIBING:
+                return CLEAN
             return self.value(node.value)
         if isinstance(node, cst.Call):
             return self._call(node)
@@ -225,14 +246,42 @@ class Tracer:
             called |= {m for c in forms if c.endswith("[*]") for m in self.modules if m.startswith(c[:-2] + "[")}
             if called:
                 return union(Reach(frozenset(called), frozenset(), False), *args)
+        library = self._library(node)
+        if library is not None:
+            return library
         summary = self._summary(node, args)
         if summary is not None:
             return summary
         if isinstance(func, cst.Name):
             # A function of ours may run any module; a library's (a loss, torch.cat) mixes its arguments.
             return union(OPAQUE if func.value in self.ours else CLEAN, *args)
+        if runs_only_itself(self.instances.get(self.key(func), "")):
+            return union(CLEAN, *args)  # `self.bce(d_out, y)`: a torch.nn loss or layer of the object
         return union(self.value(func.value) if isinstance(func, cst.Attribute) else OPAQUE, *args)
 
+    def _library(self, node: cst.Call) -> Optional[Reach]:
+        """What a library call's result carries (knowledge/values.py): a new leaf carries no
+        graph; a reshaped or moved tensor carries its own, not its shape's or its device's; a
+        scaler's `scale(loss)` carries the loss's. None for any other call."""
+        func = node.func
+        if isinstance(func, cst.Attribute) and not self._module_or_self(func.value):
+            method = func.attr.value
+            if method in RECEIVER_ONLY:
+                return self.value(func.value)
+            if method in _DESCRIBING or method in NEW_TENSOR_METHODS:
+                return CLEAN
+            if method == SCALER_PASS and len(node.args) == 1 and self.names.is_scaler(self.key(func.value)):
+                return self.value(node.args[0].value)
+        if isinstance(func, cst.Name) and (func.value in self.ours or self.key(func) in self.env):
+            return None
+        qualified = self.names.qualify(func)
+        return CLEAN if qualified is not None and makes_leaf(qualified) else None
+
+    def _module_or_self(self, receiver: cst.BaseExpression) -> bool:
+        """`torch.split(x)`, `self.view(x)`: a function of a module, or a method of ours, not a
+        method of the value it is called on."""
+        head = (dotted(receiver) or "").split(".", 1)[0]
+        return head == "self" and isinstance(receiver, cst.Name) or (head not in self.env and self.names.imported(head))
 
     def _summary(self, node: cst.Call, args: list[Reach]) -> Optional[Reach]:
         """A call of a function of this module (issue 45): what its return value reaches, its
@@ -277,8 +326,8 @@ class Tracer:
             root = root_of(written)
             return rebase(written, root, handed[root]) or written if root in handed else written
 
-        inner = Tracer(self.modules, named, params, self.ours, self.no_grad, resolve, self.depth + 1, self.summaries,
-                       self.limit)
+        inner = Tracer(self.modules, named, params, self.ours, self.names, resolve, self.depth + 1, self.summaries,
+                       self.limit, function)
         inner.env.update(fields)
         inner.env.update((param, reach) for (param, _), reach in zip(bound.items(), args) if param not in handed)
         inner.block(block_of(function.body))
@@ -342,11 +391,11 @@ def _flag(node: Optional[cst.BaseExpression], default: Optional[bool]) -> Option
 
 
 def trace(body: Sequence[cst.CSTNode], modules: frozenset[str], key: Key, params: frozenset[str],
-          ours: frozenset[str], no_grad: Callable[[cst.BaseExpression], bool],
+          ours: frozenset[str], names: Names,
           resolve: Optional[Resolver] = None, summaries: Optional[Summaries] = None,
-          limit: int = SUMMARIES) -> dict[int, Reach]:
+          limit: int = SUMMARIES, function: Optional[cst.FunctionDef] = None) -> dict[int, Reach]:
     """What the loss of each backward call in `body` reaches (id(call) -> Reach); `summaries`:
     the module's function summaries so far, at most `limit`."""
-    tracer = Tracer(modules, key, params, ours, no_grad, resolve, 0, summaries, limit)
+    tracer = Tracer(modules, key, params, ours, names, resolve, 0, summaries, limit, function)
     tracer.block(body)
     return tracer.found

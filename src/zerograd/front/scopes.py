@@ -43,7 +43,7 @@ from .naming import (
     statements_of,
     text_of,
 )
-from .provenance import NO_GRAD, SUMMARIES, Callee, Resolver, Summaries, trace
+from .provenance import SUMMARIES, Callee, Names, Resolver, Summaries, trace
 from .receivers import Receivers
 from .sites import Sites
 from .walk import nodes_in
@@ -104,9 +104,17 @@ class Builder(Receivers, Windows):
         if len(modules) < 2:
             return {}
         params = frozenset(self._facts(ctx).parameters) if ctx.function is not None else frozenset()
+        names = Names(self.info.qualify, self.info.aliases.__contains__, self.info.table.is_scaler, self._instances)
         return trace(body, frozenset().union(*modules), lambda node: self.key(node, ctx), params,
-                     frozenset(self.info.functions), lambda func: (self.info.qualify(func) or "").rsplit(".", 1)[-1] in NO_GRAD,
-                     self._resolver(ctx), self.returns, SUMMARIES + 4 * len(self.info.every_function))
+                     frozenset(self.info.functions), names, self._resolver(ctx), self.returns,
+                     SUMMARIES + 4 * len(self.info.every_function), ctx.function)
+
+    def _instances(self, function: Optional[cst.FunctionDef]) -> dict[str, str]:
+        """`self.X` -> the class it was built from, in the class of method `function` and its bases."""
+        facts = self.info.facts.get(id(function)) if function is not None else None
+        if facts is None or facts.cls is None:
+            return {}
+        return {key: cls for info in reversed(self.info.lineage(facts.cls)) for key, cls in info.attributes.items()}
 
     def _resolver(self, ctx: Context) -> Resolver:
         """Functions of this module a call in `ctx` names, each with the resolver of its own body."""
