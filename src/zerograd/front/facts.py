@@ -285,7 +285,8 @@ class Collector:
             facts.events |= name in EVENT_METHODS
             if name == "add_param_group" and call.args:
                 key = receiver_key(func.value)
-                self.info.table.links.setdefault(key, set()).update(self.holdings.of_construction(self._scope(), call))
+                added = self.holdings.of_construction(self._scope(), call, self._shared())
+                self.info.table.links.setdefault(key, set()).update(added)
                 self.info.table.grown.add((self._scope(), key))
             if name == "backward" and call.args and call.args[0].keyword is None:
                 facts.fed |= {receiver_key(func.value)}
@@ -343,6 +344,10 @@ class Collector:
         n = 1 if setting is None else int_literal(setting)
         self.info.engines[(self._scope(), key)] = Registered(framework, call, receiver_key(optimizer), n)
 
+    def _shared(self) -> Optional[int]:
+        """The scope of the attributes of the object whose method is being read (holdings.py)."""
+        return id(self.cls) if self.cls is not None else None
+
     def _scope(self) -> int:
         """Which scope an engine's name belongs to: the function being read (0: the module)."""
         return id(self.function) if self.function is not None else 0
@@ -387,6 +392,8 @@ class Collector:
         for target in targets:
             if isinstance(target, cst.Name):
                 self.holdings.bind(self._scope(), target.value, value)
+            elif isinstance(target, cst.Attribute) and self.cls is not None and receiver_key(target).startswith("self."):
+                self.holdings.bind(id(self.cls), receiver_key(target), value)
         if not isinstance(value, cst.Call):
             return
         qualified = self.info.qualify(value.func) or ""
@@ -436,7 +443,7 @@ class Collector:
     def _links(self, key: str, value: cst.Call) -> None:
         """An optimizer built here holds the modules its constructor is handed."""
         table = self.info.table
-        owners = self.holdings.of_construction(self._scope(), value)
+        owners = self.holdings.of_construction(self._scope(), value, self._shared())
         table.links.setdefault(key, set()).update(owners)
         if owners:
             table.builds.setdefault((self._scope(), key), set()).add(frozenset(owners))

@@ -11,12 +11,12 @@ from typing import Callable, Optional
 
 import libcst as cst
 
+from ..knowledge.values import FACTORIES
 from .naming import receiver_key
 from .walk import calls_in
 
 # Calls that make a tensor of their own, which no module holds (an adversarial patch, a latent).
-_FRESH = frozenset({"zeros", "ones", "randn", "rand", "empty", "full", "tensor", "zeros_like", "ones_like",
-                    "randn_like", "rand_like", "empty_like", "full_like", "Parameter"})
+_FRESH = FACTORIES | {"Parameter"}
 _TORCH = ("torch", "torch.nn", "nn", "torch.nn.parameter")
 
 
@@ -28,7 +28,9 @@ def parameters_owners(value: cst.BaseExpression) -> list[str]:
 
 class Holdings:
     """The names each scope bound to parameters or to a tensor of its own, so far in the pass
-    (a name rebound to anything else is forgotten); only such names are kept."""
+    (a name rebound to anything else is forgotten); only such names are kept. An object's
+    attributes (`self.log_alpha = nn.Parameter(...)`) belong to its class, whichever method
+    binds them: the scope the caller gives for `self.` keys."""
 
     def __init__(self, qualify: Callable[[cst.BaseExpression], Optional[str]]) -> None:
         self.qualify = qualify
@@ -36,23 +38,31 @@ class Holdings:
 
     def bind(self, scope: int, name: str, value: cst.BaseExpression) -> None:
         owners = parameters_owners(value)
-        if not owners and isinstance(value, cst.Call) and _fresh_tensor(self.qualify(_innermost(value).func) or ""):
+        if not owners and isinstance(value, cst.Call) and self._fresh(value):
             owners = [name]
         if owners:
             self.held[(scope, name)] = tuple(owners)
         else:
             self.held.pop((scope, name), None)
 
-    def of_construction(self, scope: int, call: cst.Call) -> list[str]:
+    def _fresh(self, call: cst.Call) -> bool:
+        """A tensor of its own: made by a factory (`torch.zeros(3).requires_grad_()`), or
+        detached from what it was computed from (`x.detach().clone()`)."""
+        return _fresh_tensor(self.qualify(_innermost(call).func) or "") or _detached(call)
+
+    def of_construction(self, scope: int, call: cst.Call, shared: Optional[int] = None) -> list[str]:
         """The modules an optimizer's constructor hands it: those whose parameters its arguments
         hold, else those of the names it receives (`Adam([patch])`, `SGD(params)`, `[{"params":
-        enc_params}, ...]`) when every one of them is known to hold some; else none."""
-        return parameters_owners(call) or self._named(scope, call)
+        enc_params}, ...]`, `LBFGS([self.temperature])`) when every one of them is known to hold
+        some; else none. `shared`: the scope of the object's attributes."""
+        return parameters_owners(call) or self._named(scope, call, shared)
 
-    def _named(self, scope: int, call: cst.Call) -> list[str]:
+    def _named(self, scope: int, call: cst.Call, shared: Optional[int]) -> list[str]:
         found: list[str] = []
         for item in _items(call):
-            held = self.held.get((scope, item.value)) if isinstance(item, cst.Name) else None
+            key = receiver_key(item) if isinstance(item, (cst.Name, cst.Attribute)) else ""
+            where = shared if key.startswith("self.") and shared is not None else scope
+            held = self.held.get((where, key)) if key else None
             if held is None:
                 return []
             found += held
@@ -77,6 +87,17 @@ def _items(call: cst.Call) -> list[cst.BaseExpression]:
 def _fresh_tensor(qualified: str) -> bool:
     head, _, last = qualified.rpartition(".")
     return last in _FRESH and head in _TORCH
+
+
+def _detached(call: cst.Call) -> bool:
+    """A method chain with a `.detach()` in it."""
+    while isinstance(call.func, cst.Attribute):
+        if call.func.attr.value in ("detach", "detach_"):
+            return True
+        if not isinstance(call.func.value, cst.Call):
+            return False
+        call = call.func.value
+    return False
 
 
 def _innermost(call: cst.Call) -> cst.Call:

@@ -214,17 +214,18 @@ class Tracer:
         if isinstance(node, cst.Name):
             key = self.key(node)  # an alias names what it stands for
             if key in self.env:
-                return self.env[key]
-            return OPAQUE if node.value in self.params or root_of(key) in self.params else CLEAN
+                return self._held(key, self.env[key])
+            return self._held(key, OPAQUE if node.value in self.params or root_of(key) in self.params else CLEAN)
         if isinstance(node, (cst.Attribute, cst.Subscript)):
             key = self.key(node)
             if key in self.env:
-                return self.env[key]
+                return self._held(key, self.env[key])
             if isinstance(node, cst.Attribute) and node.attr.value in _DETACHING:
                 return cut(self.value(node.value))
             if isinstance(node, cst.Attribute) and node.attr.value in _DESCRIBING:
                 return CLEAN
-            return self.value(node.value)
+            held = self._held(key, CLEAN)
+            return held if held.modules else self.value(node.value)
         if isinstance(node, cst.Call):
             return self._call(node)
         if isinstance(node, (cst.Lambda, cst.BaseString, cst.Integer, cst.Float, cst.Imaginary, cst.Ellipsis)):
@@ -232,6 +233,13 @@ class Tracer:
         parts = [self.value(child) for child in node.children if isinstance(child, cst.BaseExpression)]
         parts += [self.value(e.value) for e in _elements(node)]
         return union(CLEAN, *parts)
+
+    def _held(self, key: str, value: Reach) -> Reach:
+        """What reading `key` reaches: a tensor or module an optimizer holds (`Adam([patch])`)
+        is a parameter set of its own, whatever else the name's value carries."""
+        if not any(within(key, m) for m in self.modules):
+            return value
+        return union(Reach(frozenset({key}), frozenset(), False), value)
 
     def _call(self, node: cst.Call) -> Reach:
         func = node.func
