@@ -59,7 +59,7 @@ RULES: dict[str, Rule] = {
             "ZG006",
             "gradients-from-another-optimizers-loss",
             "an optimizer steps on gradients that another optimizer's loss left in its parameters",
-            "{o}.step() also applies the gradients that {loss}.backward() (line {line}, stepped by "
+            "{o}.step() also applies the gradients that {loss} (line {line}, stepped by "
             "'{other}') left in its parameters; detach what that loss takes from {o}'s modules, or "
             "clear {o} right before its own loss",
         ),

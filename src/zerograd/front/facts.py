@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Optional, Union
 
 import libcst as cst
@@ -33,6 +34,7 @@ from ..knowledge.optimizers import (
     is_scaler_callee,
     named_optimizer,
 )
+from .builders import LIGHTNING_HOOK, LIGHTNING_OPTIMIZERS, NOT, Pending, Reader, Slot, assigned_in, rebound, slots
 from .counters import Counters, int_literal
 from .holdings import Holdings
 from .naming import block_of, dotted, receiver_key, suites, text_of
@@ -191,6 +193,7 @@ class Collector:
         self.facts = info.module
         self.cls: Optional[ClassInfo] = None  # whose method is being read
         self.holdings = Holdings(info.qualify)  # what names hold, for optimizers built over them
+        self.pending: list[Pending] = []  # assignments from calls of builders of this module (builders.py)
 
     def statements(self, body: Sequence[cst.CSTNode], cls: Optional[ClassInfo] = None) -> None:
         for statement in body:
@@ -396,6 +399,7 @@ class Collector:
                 self.holdings.bind(id(self.cls), receiver_key(target), value)
         if not isinstance(value, cst.Call):
             return
+        self._from_builder(targets, value)
         qualified = self.info.qualify(value.func) or ""
         table = self.info.table
         for target in targets:
@@ -406,6 +410,87 @@ class Collector:
                     table.built.update(receiver_key(e.value) for e in target.elements)
                 continue
             self._assigned(receiver_key(target), qualified, value)
+
+    def _from_builder(self, targets: Sequence[cst.BaseExpression], value: cst.Call) -> None:
+        """Keep an assignment from a call of a function or method of this module for `finish`."""
+        func = value.func
+        if len(targets) != 1:
+            return
+        if isinstance(func, cst.Name) and func.value not in self.info.aliases:
+            name, method = func.value, False
+        elif (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+              and self.cls is not None):
+            name, method = func.attr.value, True
+        else:
+            return
+        target = targets[0]
+        if isinstance(target, (cst.Tuple, cst.List)):
+            keys = [receiver_key(e.value) if isinstance(e.value, (cst.Name, cst.Attribute)) else None
+                    for e in target.elements]
+        elif isinstance(target, (cst.Name, cst.Attribute)):
+            keys = [receiver_key(target)]
+        else:
+            return
+        unpacked = isinstance(target, (cst.Tuple, cst.List))
+        self.pending.append(Pending(self._scope(), keys, unpacked, name, method, self.cls, value))
+
+    def finish(self) -> None:
+        """Once every function is read: what the builders the pending assignments call return."""
+        table = self.info.table
+        table.tensors = self.holdings.tensors
+        for pending in self.pending:
+            found = self._builder(pending)
+            if found is None:
+                continue
+            function, lightning = found
+            read = Reader(id(function), table.builds, assigned_in(function, self.info.qualify),
+                          partial(self._construction, function=function))
+            returned = slots(function, lightning, read)
+            if returned is None or len(returned) != len(pending.targets):
+                continue
+            if not pending.unpacked and len(returned) != 1:
+                continue
+            for key, slot in zip(pending.targets, returned):
+                if key is not None and slot is not None:
+                    self._bind_built(pending, function, key, slot)
+
+    def _builder(self, pending: Pending) -> Optional[tuple[cst.FunctionDef, bool]]:
+        if not pending.method:
+            found = self.info.functions.get(pending.callee)
+            return (found, False) if found is not None else None
+        cls = pending.cls
+        if not isinstance(cls, ClassInfo):
+            return None
+        method = self.info.method(cls, pending.callee)
+        if method is None and pending.callee == LIGHTNING_OPTIMIZERS:
+            method = self.info.method(cls, LIGHTNING_HOOK)
+            return (method, True) if method is not None else None
+        return (method, False) if method is not None else None
+
+    def _construction(self, call: cst.Call, *, function: cst.FunctionDef) -> Slot:
+        qualified = self.info.qualify(call.func) or ""
+        if is_optimizer_callee(qualified) and qualified not in self.info.functions:
+            facts = self.info.facts.get(id(function))
+            shared = id(facts.cls) if facts is not None and facts.cls is not None else None
+            owners = self.holdings.of_construction(id(function), call, shared)
+            return frozenset({frozenset(owners)}) if owners else None
+        if qualified.startswith("torch.optim.lr_scheduler."):
+            return NOT
+        return None
+
+    def _bind_built(self, pending: Pending, function: cst.FunctionDef, key: str, slot: frozenset[frozenset[str]]) -> None:
+        table = self.info.table
+        if slot == NOT:  # `opt, scheduler = make_optimizer(model)`: the scheduler is none
+            if not any(built == key for _, built in table.builds):
+                table.built.discard(key)
+            return
+        sets = rebound(slot, function, pending.call, pending.method)
+        if not sets:
+            return
+        table.built.add(key)
+        for modules in sets:
+            table.links.setdefault(key, set()).update(modules)
+            table.builds.setdefault((pending.scope, key), set()).add(modules)
 
     def _assigned(self, key: str, qualified: str, value: cst.Call) -> None:
         table = self.info.table

@@ -35,11 +35,13 @@ class Holdings:
     def __init__(self, qualify: Callable[[cst.BaseExpression], Optional[str]]) -> None:
         self.qualify = qualify
         self.held: dict[tuple[int, str], tuple[str, ...]] = {}
+        self.tensors: set[str] = set()  # names bound somewhere to a tensor of their own
 
     def bind(self, scope: int, name: str, value: cst.BaseExpression) -> None:
         owners = parameters_owners(value)
         if not owners and isinstance(value, cst.Call) and self._fresh(value):
             owners = [name]
+            self.tensors.add(name)
         if owners:
             self.held[(scope, name)] = tuple(owners)
         else:

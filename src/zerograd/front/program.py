@@ -60,6 +60,7 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
     collector = Collector(info)
     for chunk in chunks:
         collector.statements(chunk.module.body)
+    collector.finish()
     mark_relevant(info, linked)
     sites = Sites(chunks)
     if _other_autograd_only(info) or _not_pytorch(info, outside.pytorch):

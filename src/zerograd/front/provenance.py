@@ -50,6 +50,7 @@ class Names(NamedTuple):
     qualify: Callable[[cst.BaseExpression], Optional[str]]  # a callee as imported (`F.mse_loss` -> torch...)
     imported: Callable[[str], bool]  # the head of a dotted name is an import (a module, not a value)
     is_scaler: Callable[[str], bool]  # a receiver key is an AMP gradient scaler
+    tensors: set[str]  # held sets that are tensors of their own (holdings.py), not modules
     # The instances a function's object holds, built in its class (`self.bce` -> `torch.nn.BCELoss`).
     instances: Callable[[Optional[cst.FunctionDef]], dict[str, str]]
 
@@ -235,9 +236,10 @@ class Tracer:
         return union(CLEAN, *parts)
 
     def _held(self, key: str, value: Reach) -> Reach:
-        """What reading `key` reaches: a tensor or module an optimizer holds (`Adam([patch])`)
-        is a parameter set of its own, whatever else the name's value carries."""
-        if not any(within(key, m) for m in self.modules):
+        """What reading `key` reaches: a tensor an optimizer holds by itself (`Adam([patch])`)
+        is a parameter set of its own, whatever else the name's value carries. A module read,
+        not called, is no loss's input (`deepcopy(model)`, `ema.update(model)`)."""
+        if not any(within(key, m) for m in self.modules if m in self.names.tensors):
             return value
         return union(Reach(frozenset({key}), frozenset(), False), value)
 

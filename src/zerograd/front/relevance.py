@@ -42,7 +42,7 @@ from .pytree import children, dotted, first_line, qualify, signature
 from .size import check_lines
 
 _VISITED = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Call, ast.Import, ast.ImportFrom,
-                      ast.Assign, ast.AnnAssign, ast.AugAssign})
+                      ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Return})
 # Characters str.splitlines() takes for line ends and CPython does not: with one of them in the
 # text, the engine's chunks count lines differently, so the text is left whole.
 ODD_ENDS = re.compile("[\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
@@ -123,6 +123,8 @@ class Scan:
         self.members: dict[str, tuple[list[int], list[str]]] = {}  # class -> (methods, bases)
         self.assigned: list[tuple[int, Optional[tuple[str, ...]]]] = []  # (function, dotted callee of an assigned call)
         self.assigned_in: list[Optional[Lines]] = []  # the statement of its body each of those is in
+        # (function, its return statement, the dotted callees in the value): what a builder returns.
+        self.returns: list[tuple[int, Lines, tuple[Optional[tuple[str, ...]], ...]]] = []
         # Where each function's facts are: the statements of its body that hold them; `loose`:
         # functions with a fact outside them (a decorator) or statements sharing a line.
         self.held: dict[int, list[Lines]] = {}
@@ -160,7 +162,8 @@ class Scan:
                 self.steps, self.spoilt, self.moduli,
                 {named[k] for k in self.events}, {named[k] for k in self.facts}, *by_function,
                 {c: (Counter(named[k] for k in m), b) for c, (m, b) in self.members.items()},
-                Counter((named[k], d) for k, d in self.assigned), Counter((named[k], n) for k, n in self.counts))
+                Counter((named[k], d) for k, d in self.assigned), Counter((named[k], n) for k, n in self.counts),
+                Counter((named[k], t, c) for k, t, c in self.returns))
 
     def add(self, tree: ast.Module, offset: int = 0, walk: bool = True) -> None:
         """Scan the tree of the piece of the file after its first `offset` lines (without
@@ -229,6 +232,9 @@ class Scan:
                 self.assigned.append((owner, dotted(node.value.func)))
                 self.assigned_in.append(top)
             self._count(targets, node.value, owner, node)
+        elif isinstance(node, ast.Return) and node.value is not None and owner and top is not None:
+            self.returns.append((owner, top, tuple(dotted(c.func) for c in ast.walk(node.value)
+                                                   if isinstance(c, ast.Call))))
         return owner
 
     def _modulo(self, node: ast.BinOp) -> None:
@@ -355,6 +361,10 @@ class Scan:
                     whole.add(owner)
                 else:
                     held.setdefault(owner, []).append(top)
+        for owner, top in self._builders_returns():
+            if owner not in whole:
+                kept.add(owner)
+                held.setdefault(owner, []).append(top)
         whole |= self.loose & kept
         # A function that encloses another kept one is its environment: kept whole.
         inner = sorted(self.functions[k - 1].line for k in kept if 0 < k <= len(self.functions))
@@ -365,6 +375,15 @@ class Scan:
                 if at < len(inner) and inner[at] <= outer.last:
                     whole.add(key)
         return kept, {k: v for k, v in held.items() if k not in whole and 0 < k <= len(self.functions)}
+
+    def _builders_returns(self) -> list[tuple[int, Lines]]:
+        """The return statements of functions that build an optimizer (builders.py reads what
+        they return): those that assign one, or return a construction."""
+        def builds(callee: Optional[tuple[str, ...]]) -> bool:
+            return is_optimizer_callee(qualify(callee, self.aliases) or "")
+        builders = {owner for owner, callee in self.assigned if builds(callee)}
+        return [(owner, top) for owner, top, callees in self.returns
+                if owner in builders or any(builds(c) for c in callees)]
 
     def _lineage(self, name: str) -> list[tuple[list[int], list[str]]]:
         """The members of class `name` and of its bases defined in this module."""

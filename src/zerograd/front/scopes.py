@@ -104,7 +104,8 @@ class Builder(Receivers, Windows):
         if len(modules) < 2:
             return {}
         params = frozenset(self._facts(ctx).parameters) if ctx.function is not None else frozenset()
-        names = Names(self.info.qualify, self.info.aliases.__contains__, self.info.table.is_scaler, self._instances)
+        table = self.info.table
+        names = Names(self.info.qualify, self.info.aliases.__contains__, table.is_scaler, table.tensors, self._instances)
         return trace(body, frozenset().union(*modules), lambda node: self.key(node, ctx), params,
                      frozenset(self.info.functions), names, self._resolver(ctx), self.returns,
                      SUMMARIES + 4 * len(self.info.every_function), ctx.function)
@@ -343,8 +344,12 @@ class Builder(Receivers, Windows):
         return event
 
     def _backward(self, call: cst.Call, loss: cst.BaseExpression) -> Event:
-        """A BACKWARD, with what its loss reaches where ZG006 can use it (provenance.py)."""
-        return Event(Kind.BACKWARD, self.sites.site(call), label=text_of(loss), reach=self.reaches.get(id(call)))
+        """A BACKWARD, with what its loss reaches where ZG006 can use it (provenance.py); its
+        label names the call as written (`g_loss.backward()`, `self.manual_backward(g_loss)`)."""
+        func = call.func
+        written = f"{text_of(func)}()" if isinstance(func, cst.Attribute) and func.value is loss else \
+            f"{text_of(func)}({text_of(loss)})"
+        return Event(Kind.BACKWARD, self.sites.site(call), label=written, reach=self.reaches.get(id(call)))
 
     def is_optimizer(self, receiver: str, ctx: Context) -> bool:
         if receiver == "self" and self.optimizer_class(ctx.cls):

@@ -149,6 +149,7 @@ class OptimizerTable:
     multiple_evaluations: set[str] = field(default_factory=set)  # LBFGS: evaluates a closure many times
     foreign: set[str] = field(default_factory=set)  # tapes of other autograd systems
     replaced: set[str] = field(default_factory=set)  # receivers whose step or zero_grad was reassigned
+    tensors: set[str] = field(default_factory=set)  # names of tensors of their own (`patch`), not modules
 
     def _user(self, receiver: str, patterns: tuple[str, ...]) -> bool:
         name = last_segment(receiver)

@@ -41,7 +41,10 @@ SCALER_PASS = "scale"
 
 
 def makes_leaf(qualified: str) -> bool:
-    """A call of this function (qualified as imported) returns a value with no graph."""
+    """A call of this function (qualified as imported) returns a value with no graph; a deep
+    copy is made of new leaves (a module's copy has parameters of its own)."""
+    if qualified == "copy.deepcopy":
+        return True
     root, _, name = qualified.rpartition(".")
     if not root:
         return qualified in SCALAR_BUILTINS
