@@ -35,6 +35,7 @@ from ..knowledge.optimizers import (
     named_optimizer,
 )
 from .builders import LIGHTNING_HOOK, LIGHTNING_OPTIMIZERS, NOT, Pending, Reader, Slot, assigned_in, rebound, slots
+from .constructed import handed_links
 from .counters import Counters, int_literal
 from .holdings import Holdings
 from .naming import block_of, dotted, receiver_key, suites, text_of
@@ -453,6 +454,9 @@ class Collector:
             for key, slot in zip(pending.targets, returned):
                 if key is not None and slot is not None:
                     self._bind_built(pending, function, key, slot)
+        for key, modules in handed_links(self.info, self.holdings):
+            table.built.add(key)
+            table.links.setdefault(key, set()).update(modules)
 
     def _builder(self, pending: Pending) -> Optional[tuple[cst.FunctionDef, bool]]:
         if not pending.method:
