@@ -195,6 +195,7 @@ class Collector:
         self.cls: Optional[ClassInfo] = None  # whose method is being read
         self.holdings = Holdings(info.qualify)  # what names hold, for optimizers built over them
         self.pending: list[Pending] = []  # assignments from calls of builders of this module (builders.py)
+        self.maybe: list[tuple[int, str, frozenset[str]]] = []  # (scope, key, modules): _maybe_built
 
     def statements(self, body: Sequence[cst.CSTNode], cls: Optional[ClassInfo] = None) -> None:
         for statement in body:
@@ -457,6 +458,10 @@ class Collector:
         for key, modules in handed_links(self.info, self.holdings):
             table.built.add(key)
             table.links.setdefault(key, set()).update(modules)
+        for scope, key, modules in self.maybe:
+            if table.is_optimizer(key) and not table.links.get(key):
+                table.links.setdefault(key, set()).update(modules)
+                table.builds.setdefault((scope, key), set()).add(modules)
 
     def _builder(self, pending: Pending) -> Optional[tuple[cst.FunctionDef, bool]]:
         if not pending.method:
@@ -503,6 +508,8 @@ class Collector:
             self._engine(key, framework, value)
         if self._custom_optimizer(qualified):
             self._links(key, value)  # and an instance of ours (below): its own methods resolve
+        if not is_optimizer_callee(qualified) and qualified not in self.info.functions:
+            self._maybe_built(key, value)
         if is_optimizer_callee(qualified):
             table.built.add(key)
             # LBFGS evaluates a step's closure many times; other classes once, or as they like
@@ -528,6 +535,14 @@ class Collector:
             else:
                 self.facts.instances[key] = qualified
                 self.facts.built[key] = value
+
+    def _maybe_built(self, key: str, value: cst.Call) -> None:
+        """A call of a class we cannot see (`self._optimizer_cls(self.policy.parameters())`,
+        garage's; an imported one) handed modules' parameters: if `key` proves an optimizer
+        (finish), it holds them."""
+        owners = self.holdings.of_construction(self._scope(), value, self._shared())
+        if owners:
+            self.maybe.append((self._scope(), key, frozenset(owners)))
 
     def _links(self, key: str, value: cst.Call) -> None:
         """An optimizer built here holds the modules its constructor is handed."""

@@ -16,7 +16,7 @@ FACTORIES = frozenset(
     """
     zeros ones full empty rand randn randint randperm arange linspace logspace eye tensor
     from_numpy zeros_like ones_like full_like empty_like rand_like randn_like randint_like
-    FloatTensor LongTensor IntTensor BoolTensor ByteTensor DoubleTensor HalfTensor
+    Tensor FloatTensor LongTensor IntTensor BoolTensor ByteTensor DoubleTensor HalfTensor
     """.split()
 )
 # Modules whose functions return numbers or arrays, never a tensor with a graph.
