@@ -37,7 +37,7 @@ from ..knowledge.optimizers import (
 from .builders import LIGHTNING_HOOK, LIGHTNING_OPTIMIZERS, NOT, Pending, Reader, Slot, assigned_in, rebound, slots
 from .constructed import handed_links
 from .counters import Counters, int_literal
-from .holdings import Holdings
+from .holdings import Holdings, parameters_owners
 from .naming import block_of, dotted, receiver_key, suites, text_of
 from .walk import calls_in, nodes_in
 
@@ -196,6 +196,7 @@ class Collector:
         self.holdings = Holdings(info.qualify)  # what names hold, for optimizers built over them
         self.pending: list[Pending] = []  # assignments from calls of builders of this module (builders.py)
         self.maybe: list[tuple[int, str, frozenset[str]]] = []  # (scope, key, modules): _maybe_built
+        self.looping: tuple[str, ...] = ()  # the modules whose parameters the loop being read visits
 
     def statements(self, body: Sequence[cst.CSTNode], cls: Optional[ClassInfo] = None) -> None:
         for statement in body:
@@ -214,6 +215,12 @@ class Collector:
             self.info.classes.setdefault(node.name.value, info)
             self.info.class_of[id(node)] = info
             self.statements(block_of(node.body), info)
+        elif type(node) is cst.For and parameters_owners(node.iter):
+            # `for p in net.parameters(): params.append(p)`: what the list gathers (holdings.py)
+            saved, self.looping = self.looping, tuple(parameters_owners(node.iter))
+            for suite in suites(node):
+                self.statements(block_of(suite), cls)
+            self.looping = saved
         else:
             test = getattr(node, "test", None)
             if isinstance(test, cst.BaseExpression):
@@ -288,6 +295,8 @@ class Collector:
         if type(func) is cst.Attribute:
             name = func.attr.value
             facts.events |= name in EVENT_METHODS
+            if name in ("append", "extend") and type(func.value) is cst.Name and call.args:
+                self.holdings.grow(self._scope(), func.value.value, call.args[0].value, self.looping)
             if name == "add_param_group" and call.args:
                 key = receiver_key(func.value)
                 added = self.holdings.of_construction(self._scope(), call, self._shared())
@@ -383,6 +392,10 @@ class Collector:
                 # what the replacement does is not followed: no event of that receiver is read as
                 # an optimizer's (issue 47: a wrapper that clears after stepping was a false ZG001).
                 self.info.table.replaced.add(receiver_key(target.value))
+        if isinstance(value, cst.List) and not value.elements:
+            for target in targets:
+                if isinstance(target, cst.Name):
+                    self.holdings.bind(self._scope(), target.value, value)  # `params = []`, filled later
         if isinstance(value, (cst.Tuple, cst.List)):  # `opt_g, opt_d = Adam(...), Adam(...)`: pairwise
             for target in targets:
                 if isinstance(target, (cst.Tuple, cst.List)) and len(target.elements) == len(value.elements) and not any(

@@ -42,10 +42,23 @@ class Holdings:
         if not owners and isinstance(value, cst.Call) and self._fresh(value):
             owners = [name]
             self.tensors.add(name)
-        if owners:
-            self.held[(scope, name)] = tuple(owners)
+        if owners or (isinstance(value, cst.List) and not value.elements):
+            self.held[(scope, name)] = tuple(owners)  # `params = []`: known, and empty so far
         else:
             self.held.pop((scope, name), None)
+
+    def grow(self, scope: int, name: str, value: cst.BaseExpression, looping: tuple[str, ...]) -> None:
+        """`params.append(p)` in a loop over `net.parameters()` (`looping`: `net`), or of a value
+        that holds some (`{"params": net.fc.parameters()}`): a list known so far holds more;
+        anything else appended makes it unknown."""
+        held = self.held.get((scope, name))
+        if held is None:
+            return
+        owners = parameters_owners(value) or list(looping)
+        if owners:
+            self.held[(scope, name)] = (*held, *(o for o in owners if o not in held))
+        else:
+            del self.held[(scope, name)]
 
     def _fresh(self, call: cst.Call) -> bool:
         """A tensor of its own: made by a factory (`torch.zeros(3).requires_grad_()`), or
@@ -65,7 +78,7 @@ class Holdings:
             key = receiver_key(item) if isinstance(item, (cst.Name, cst.Attribute)) else ""
             where = shared if key.startswith("self.") and shared is not None else scope
             held = self.held.get((where, key)) if key else None
-            if held is None:
+            if not held:
                 return []
             found += held
         return found
