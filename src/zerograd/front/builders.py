@@ -14,7 +14,6 @@ origin, returns of different shapes) leaves the name rule as it was.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Optional
 
 import libcst as cst
@@ -33,19 +32,6 @@ NOT: frozenset[frozenset[str]] = frozenset()
 Slot = Optional[frozenset[frozenset[str]]]
 Construction = Callable[[cst.Call], Slot]  # what a call the builder returns is
 Qualify = Callable[[cst.BaseExpression], Optional[str]]
-
-
-@dataclass
-class Pending:
-    """An assignment from a call that may be a builder of this module, read once every function is."""
-
-    scope: int  # id of the function assigning (0: the module body)
-    targets: list[Optional[str]]  # the keys assigned, in order (one, or an unpacking's)
-    unpacked: bool
-    callee: str  # a module-level function's name, or a method's
-    method: bool  # `self.<callee>(...)`
-    cls: object  # the ClassInfo of the caller's object (facts.py), for methods
-    call: cst.Call
 
 
 def returns_of(function: cst.FunctionDef) -> Iterator[cst.BaseExpression]:

@@ -12,66 +12,40 @@ already share their links across the module).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Optional
+from collections.abc import Callable, Iterator
+from typing import Optional
 
 import libcst as cst
 
 from ..analysis.keys import rebase, within
-from ..knowledge.optimizers import is_optimizer_callee
 from .naming import receiver_key
 
-if TYPE_CHECKING:
-    from .facts import ClassInfo, ModuleInfo
-    from .holdings import Holdings
+# The module sets of an optimizer a constructing scope hands over (built inline, or a name it
+# built over known modules); none for anything else.
+Held = Callable[[cst.BaseExpression], list[frozenset[str]]]
 
 
-def handed_links(info: ModuleInfo, holdings: Holdings) -> Iterator[tuple[str, frozenset[str]]]:
-    """(`self.<attribute>`, the modules it holds) for each optimizer a construction hands over."""
-    scopes = [(0, info.module), *info.facts.items()]
-    for scope, facts in scopes:
-        for key, qualified in facts.instances.items():
-            cls = info.classes.get(qualified)
-            call = facts.built.get(key)
-            if cls is not None and call is not None:
-                yield from _handed(info, holdings, scope, cls, call)
-
-
-def _handed(info: ModuleInfo, holdings: Holdings, scope: int, cls: ClassInfo,
-            call: cst.Call) -> Iterator[tuple[str, frozenset[str]]]:
-    init = info.method(cls, "__init__")
-    owner = info.facts[id(init)].cls if init is not None else None
-    if init is None or owner is None or not owner.fields:
-        return
+def handed(init: cst.FunctionDef, fields: dict[str, str], call: cst.Call,
+           held: Held) -> Iterator[tuple[str, frozenset[str]]]:
+    """(`self.<attribute>`, the modules it holds) for each optimizer `call` hands the constructor
+    `init`, which keeps its parameters as `fields` (attribute -> parameter)."""
     params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
-    handed = _bound(call, params)
-    modules = {receiver_key(e): attr for attr, param in owner.fields.items()
-               if isinstance(e := handed.get(param), (cst.Name, cst.Attribute))}
-    for attr, param in owner.fields.items():
-        value = handed.get(param)
-        for held in _held(info, holdings, scope, value) if value is not None else ():
-            named = [_as_object(module, modules) for module in held]
-            if held and all(named):
+    bound = _bound(call, params)
+    modules = {receiver_key(e): attr for attr, param in fields.items()
+               if isinstance(e := bound.get(param), (cst.Name, cst.Attribute))}
+    for attr, param in fields.items():
+        value = bound.get(param)
+        for sets in held(value) if value is not None else ():
+            named = [_as_object(module, modules) for module in sets]
+            if sets and all(named):
                 yield f"self.{attr}", frozenset(n for n in named if n)
-
-
-def _held(info: ModuleInfo, holdings: Holdings, scope: int, value: cst.BaseExpression) -> list[frozenset[str]]:
-    """The module sets of an optimizer the caller hands over: built inline, or a name it built."""
-    if isinstance(value, cst.Call):
-        if not is_optimizer_callee(info.qualify(value.func) or ""):
-            return []
-        owners = holdings.of_construction(scope, value)
-        return [frozenset(owners)] if owners else []
-    if isinstance(value, (cst.Name, cst.Attribute)):
-        return [s for s in info.table.builds.get((scope, receiver_key(value)), ()) if s]
-    return []
 
 
 def _as_object(module: str, modules: dict[str, str]) -> Optional[str]:
     """`actor` (the caller's) as the object names it, `self.actor`, where it was handed over."""
-    for handed, attr in modules.items():
-        if within(module, handed):
-            return rebase(module, handed, f"self.{attr}")
+    for given, attr in modules.items():
+        if within(module, given):
+            return rebase(module, given, f"self.{attr}")
     return None
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Optional, Union
 
 import libcst as cst
@@ -34,8 +33,6 @@ from ..knowledge.optimizers import (
     is_scaler_callee,
     named_optimizer,
 )
-from .builders import LIGHTNING_HOOK, LIGHTNING_OPTIMIZERS, NOT, Pending, Reader, Slot, assigned_in, rebound, slots
-from .constructed import handed_links
 from .counters import Counters, int_literal
 from .holdings import Holdings, parameters_owners
 from .naming import block_of, dotted, receiver_key, suites, text_of
@@ -75,6 +72,20 @@ class FunctionFacts:
     increments: frozenset[str] = frozenset()  # local names it adds to (`micro += 1`)
     compared: frozenset[str] = frozenset()  # local names an `if`/`while` test compares
     cls: Optional[ClassInfo] = None  # the class it is a method of
+
+
+@dataclass
+class Pending:
+    """An assignment from a call that may be a builder of this module, read once every function
+    is (settle.py)."""
+
+    scope: int  # id of the function assigning (0: the module body)
+    targets: list[Optional[str]]  # the keys assigned, in order (one, or an unpacking's)
+    unpacked: bool
+    callee: str  # a module-level function's name, or a method's
+    method: bool  # `self.<callee>(...)`
+    cls: Optional[ClassInfo]  # the caller's object's class, for methods
+    call: cst.Call
 
 
 @dataclass
@@ -197,6 +208,7 @@ class Collector:
         self.pending: list[Pending] = []  # assignments from calls of builders of this module (builders.py)
         self.maybe: list[tuple[int, str, frozenset[str]]] = []  # (scope, key, modules): _maybe_built
         self.looping: tuple[str, ...] = ()  # the modules whose parameters the loop being read visits
+        self.picking = False  # under a branch inside that loop: some of them only
 
     def statements(self, body: Sequence[cst.CSTNode], cls: Optional[ClassInfo] = None) -> None:
         for statement in body:
@@ -220,15 +232,18 @@ class Collector:
             saved, self.looping = self.looping, tuple(parameters_owners(node.iter))
             for suite in suites(node):
                 self.statements(block_of(suite), cls)
-            self.looping = saved
+            self.looping, self.picking = saved, False
         else:
             test = getattr(node, "test", None)
             if isinstance(test, cst.BaseExpression):
                 self.info.counters.test(test)
                 self.facts.compared |= {name.value for comparison in nodes_in(test) if isinstance(comparison, cst.Comparison)
                                         for name in nodes_in(comparison) if isinstance(name, cst.Name)}
+            # A branch inside a loop over parameters gathers only some of them.
+            picking, self.picking = self.picking, self.picking or bool(self.looping and test is not None)
             for suite in suites(node):
                 self.statements(block_of(suite), cls)
+            self.picking = picking
 
     def function_def(self, node: cst.FunctionDef, cls: Optional[ClassInfo]) -> None:
         for decorator in node.decorators:  # `@trainer.on(Events.ITERATION_COMPLETED)`
@@ -296,7 +311,7 @@ class Collector:
             name = func.attr.value
             facts.events |= name in EVENT_METHODS
             if name in ("append", "extend") and type(func.value) is cst.Name and call.args:
-                self.holdings.grow(self._scope(), func.value.value, call.args[0].value, self.looping)
+                self.holdings.grow(self._scope(), func.value.value, call.args[0].value, self.looping, self.picking)
             if name == "add_param_group" and call.args:
                 key = receiver_key(func.value)
                 added = self.holdings.of_construction(self._scope(), call, self._shared())
@@ -448,71 +463,6 @@ class Collector:
             return
         unpacked = isinstance(target, (cst.Tuple, cst.List))
         self.pending.append(Pending(self._scope(), keys, unpacked, name, method, self.cls, value))
-
-    def finish(self) -> None:
-        """Once every function is read: what the builders the pending assignments call return."""
-        table = self.info.table
-        table.tensors = self.holdings.tensors
-        for pending in self.pending:
-            found = self._builder(pending)
-            if found is None:
-                continue
-            function, lightning = found
-            read = Reader(id(function), table.builds, assigned_in(function, self.info.qualify),
-                          partial(self._construction, function=function))
-            returned = slots(function, lightning, read)
-            if returned is None or len(returned) != len(pending.targets):
-                continue
-            if not pending.unpacked and len(returned) != 1:
-                continue
-            for key, slot in zip(pending.targets, returned):
-                if key is not None and slot is not None:
-                    self._bind_built(pending, function, key, slot)
-        for key, modules in handed_links(self.info, self.holdings):
-            table.built.add(key)
-            table.links.setdefault(key, set()).update(modules)
-        for scope, key, modules in self.maybe:
-            if table.is_optimizer(key) and not table.links.get(key):
-                table.links.setdefault(key, set()).update(modules)
-                table.builds.setdefault((scope, key), set()).add(modules)
-
-    def _builder(self, pending: Pending) -> Optional[tuple[cst.FunctionDef, bool]]:
-        if not pending.method:
-            found = self.info.functions.get(pending.callee)
-            return (found, False) if found is not None else None
-        cls = pending.cls
-        if not isinstance(cls, ClassInfo):
-            return None
-        method = self.info.method(cls, pending.callee)
-        if method is None and pending.callee == LIGHTNING_OPTIMIZERS:
-            method = self.info.method(cls, LIGHTNING_HOOK)
-            return (method, True) if method is not None else None
-        return (method, False) if method is not None else None
-
-    def _construction(self, call: cst.Call, *, function: cst.FunctionDef) -> Slot:
-        qualified = self.info.qualify(call.func) or ""
-        if is_optimizer_callee(qualified) and qualified not in self.info.functions:
-            facts = self.info.facts.get(id(function))
-            shared = id(facts.cls) if facts is not None and facts.cls is not None else None
-            owners = self.holdings.of_construction(id(function), call, shared)
-            return frozenset({frozenset(owners)}) if owners else None
-        if qualified.startswith("torch.optim.lr_scheduler."):
-            return NOT
-        return None
-
-    def _bind_built(self, pending: Pending, function: cst.FunctionDef, key: str, slot: frozenset[frozenset[str]]) -> None:
-        table = self.info.table
-        if slot == NOT:  # `opt, scheduler = make_optimizer(model)`: the scheduler is none
-            if not any(built == key for _, built in table.builds):
-                table.built.discard(key)
-            return
-        sets = rebound(slot, function, pending.call, pending.method)
-        if not sets:
-            return
-        table.built.add(key)
-        for modules in sets:
-            table.links.setdefault(key, set()).update(modules)
-            table.builds.setdefault((pending.scope, key), set()).add(modules)
 
     def _assigned(self, key: str, qualified: str, value: cst.Call) -> None:
         table = self.info.table

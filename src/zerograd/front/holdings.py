@@ -1,7 +1,8 @@
 """What an optimizer's constructor hands it, in module names (rules.md section 4, parameter
 sets): `Adam(chain(g.parameters(), d.parameters()))` holds `g` and `d`; one built over names
 (issue 47) holds what the scope bound them to, a list of a module's parameters kept in a
-variable (`params = [p for p in m.parameters() if p.ndim > 1]`: `m`) or a tensor of its own
+variable (`params = list(m.parameters())`: `m`; filtered, `[p for p in m.parameters() if
+p.ndim > 1]`, a part of `m` of its own, `m[params]`) or a tensor of its own
 (`patch = torch.zeros(3, requires_grad=True)`: the set `patch`, which no module's clear reaches).
 """
 
@@ -39,6 +40,8 @@ class Holdings:
 
     def bind(self, scope: int, name: str, value: cst.BaseExpression) -> None:
         owners = parameters_owners(value)
+        if owners and _filtered(value):  # `[p for p in net.parameters() if p.ndim > 1]`: a part
+            owners = [f"{o}[{name}]" for o in owners]
         if not owners and isinstance(value, cst.Call) and self._fresh(value):
             owners = [name]
             self.tensors.add(name)
@@ -47,14 +50,16 @@ class Holdings:
         else:
             self.held.pop((scope, name), None)
 
-    def grow(self, scope: int, name: str, value: cst.BaseExpression, looping: tuple[str, ...]) -> None:
+    def grow(self, scope: int, name: str, value: cst.BaseExpression, looping: tuple[str, ...], picking: bool) -> None:
         """`params.append(p)` in a loop over `net.parameters()` (`looping`: `net`), or of a value
         that holds some (`{"params": net.fc.parameters()}`): a list known so far holds more;
-        anything else appended makes it unknown."""
+        anything else appended makes it unknown. Under a branch of the loop (`picking`: `if
+        p.ndim == 1:`) it gathers a part of `net` of its own, `net[name]`, which a clear of `net`
+        reaches and no other list's part overlaps (transformer-xl's dense and sparse lists)."""
         held = self.held.get((scope, name))
         if held is None:
             return
-        owners = parameters_owners(value) or list(looping)
+        owners = parameters_owners(value) or [f"{o}[{name}]" if picking else o for o in looping]
         if owners:
             self.held[(scope, name)] = (*held, *(o for o in owners if o not in held))
         else:
@@ -102,6 +107,18 @@ def _items(call: cst.Call) -> list[cst.BaseExpression]:
 def _fresh_tensor(qualified: str) -> bool:
     head, _, last = qualified.rpartition(".")
     return last in _FRESH and head in _TORCH
+
+
+def _filtered(value: cst.BaseExpression) -> bool:
+    """A comprehension that keeps only some of what it iterates."""
+    if not isinstance(value, (cst.ListComp, cst.GeneratorExp, cst.SetComp)):
+        return False
+    loop: Optional[cst.CompFor] = value.for_in
+    while loop is not None:
+        if loop.ifs:
+            return True
+        loop = loop.inner_for_in
+    return False
 
 
 def _detached(call: cst.Call) -> bool:

@@ -23,6 +23,7 @@ from .drivers import add_driver, add_registered, hooked, hooks, parameter
 from .facts import ClassInfo, Collector, ModuleInfo, mark_relevant
 from .naming import assigned_names, block_of, statements_of, suites
 from .scopes import Builder
+from .settle import settle
 from .sites import Chunk, Sites
 
 
@@ -60,7 +61,7 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
     collector = Collector(info)
     for chunk in chunks:
         collector.statements(chunk.module.body)
-    collector.finish()
+    settle(collector)
     mark_relevant(info, linked)
     sites = Sites(chunks)
     if _other_autograd_only(info) or _not_pytorch(info, outside.pytorch):
