@@ -115,7 +115,7 @@ class ZeroGradPlugin:
         if data is None:
             return None
         cache = _cache(os.path.dirname(os.path.abspath(self.filename)), settings)
-        found = lint_in_snapshot(self.filename, data, settings, config or Config(), cache)
+        found = lint_in_snapshot(self.filename, data, settings, config or Config(), cache, self.tree)
         if found is None:  # flake8's text is not the file's: a run of its own
             results = lint_paths([self.filename], settings, 1, config or Config(), describe=False, cache=cache,
                                  overrides={self.filename: data})

@@ -3,6 +3,7 @@ checking (discovery.py finds the files, reading.py reads them)."""
 
 from __future__ import annotations
 
+import ast
 import gc
 import hashlib
 import os
@@ -37,12 +38,14 @@ PRESCAN_MIN = 8  # below this many modules to scan before a plan, the parent sca
 
 
 def check_source(source: str, settings: Settings, describe: bool = True,
-                 found: Optional[list[Finding]] = None, scan: Optional[Scan] = None) -> list[Finding]:
+                 found: Optional[list[Finding]] = None, scan: Optional[Scan] = None,
+                 tree: Optional[ast.Module] = None) -> list[Finding]:
     """lint_source plus `# noqa` and fix descriptions, never raising: an internal error is ZG901.
     Describing a fix re-parses the file with metadata: only for formats that print them.
-    `found`: the findings of the module, already analysed with the project (project.py)."""
+    `found`: the findings of the module, already analysed with the project (project.py);
+    `tree`: `ast.parse(source)` when the caller has it (flake8)."""
     try:
-        findings = inspect_source(source, settings, scan=scan).findings if found is None else found
+        findings = inspect_source(source, settings, scan=scan, tree=tree).findings if found is None else found
         if describe and any(f.code in FIXABLE for f in findings):
             from .fix import describe as describe_fixes
 
@@ -54,15 +57,16 @@ def check_source(source: str, settings: Settings, describe: bool = True,
 
 
 def check_bytes(path: str, data: bytes, settings: Settings, describe: bool = True,
-                scan: Optional[Scan] = None) -> FileResult:
-    """`scan`: the relevance scan of the decoded text, when the plan made one."""
+                scan: Optional[Scan] = None, tree: Optional[ast.Module] = None) -> FileResult:
+    """`scan`: the relevance scan of the decoded text, when the plan made one; `tree`: its
+    parse, when the caller has one (flake8)."""
     if path.endswith(".ipynb"):
         return _check_notebook(path, data, settings, describe)
     try:
         source = decode(data)
     except (SyntaxError, UnicodeDecodeError, LookupError) as error:
         return FileResult(path, [problem(f"undecodable bytes ({error})".splitlines()[0])])
-    return FileResult(path, check_source(source, settings, describe, scan=scan))
+    return FileResult(path, check_source(source, settings, describe, scan=scan, tree=tree))
 
 
 def _check_notebook(path: str, data: bytes, settings: Settings, describe: bool) -> FileResult:
@@ -153,8 +157,9 @@ class _Shared:
     settings: Settings
     describe: bool
 
-    def check(self, paths: list[str]) -> list[FileResult]:
-        """One file alone, or one group linked; a group that fails is checked module by module."""
+    def check(self, paths: list[str], tree: Optional[ast.Module] = None) -> list[FileResult]:
+        """One file alone, or one group linked; a group that fails is checked module by module.
+        `tree`: a module alone's parse, when the caller has one (flake8)."""
         if len(paths) == 1 and paths[0] in self.read.clean:
             return [FileResult(paths[0])]  # the prefilter's answer, without reading it again
         project = self.projects.get(os.path.abspath(paths[0]))
@@ -168,13 +173,13 @@ class _Shared:
             except Exception:  # a bug in linking must not lose the modules' own findings
                 if os.environ.get(STRICT):
                     raise  # the tests' setting: a fallback there hides a bug (it hid one for 30 minutes)
-        return [self.alone(p) for p in paths]
+        return [self.alone(p, tree if len(paths) == 1 else None) for p in paths]
 
-    def alone(self, path: str) -> FileResult:
+    def alone(self, path: str, tree: Optional[ast.Module] = None) -> FileResult:
         content = self.read.bytes_of(path)
         if isinstance(content, FileResult):
             return content
-        return check_bytes(path, content, self.settings, self.describe, self.scans.get(path))
+        return check_bytes(path, content, self.settings, self.describe, self.scans.get(path), tree)
 
 
 _SHARED: Optional[_Shared] = None  # set in the parent before its workers are forked

@@ -14,6 +14,7 @@ back to a fresh run over the project.
 
 from __future__ import annotations
 
+import ast
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -38,8 +39,9 @@ class Snapshot:
     groups: dict[str, list[str]]  # a linked module -> its group still to check (paths as walked)
     known: dict[str, FileResult] = field(default_factory=dict)  # answered, or taken from the cache
 
-    def answer(self, path: str) -> FileResult:
-        """The findings of `path` (as walked), its group checked together at the first ask."""
+    def answer(self, path: str, tree: Optional[ast.Module] = None) -> FileResult:
+        """The findings of `path` (as walked), its group checked together at the first ask;
+        `tree`: the caller's parse of the text the snapshot read (flake8's), for a module alone."""
         if path not in self.known:
             group = self.groups.get(path, [path])
             hit = self.stored.get(path, ()) if len(group) == 1 else None  # a group's hits came with the plan
@@ -47,7 +49,7 @@ class Snapshot:
                 self.known[path] = hit
             else:
                 signature = self.stored.group(group)  # () for a module alone
-                for result in self.shared.check(group):
+                for result in self.shared.check(group, tree if len(group) == 1 else None):
                     self.known[result.path] = self.stored.put(result, signature)
         return self.known[path]
 
@@ -71,7 +73,7 @@ _TAKEN: OrderedDict[tuple[str, Config, Settings, Optional[str]], tuple[Snapshot,
 
 
 def lint_in_snapshot(path: str, data: bytes, settings: Settings, config: Config,
-                     cache: Optional[Cache]) -> Optional[FileResult]:
+                     cache: Optional[Cache], tree: Optional[ast.Module] = None) -> Optional[FileResult]:
     """The result of the file at `path`, whose text the caller holds as `data`, from this
     process's snapshot of its project (taken now if missing); None when the snapshot read other
     text for it, or none (the caller then runs over the project afresh)."""
@@ -90,4 +92,4 @@ def lint_in_snapshot(path: str, data: bytes, settings: Settings, config: Config,
     mine = walked.get(os.path.abspath(path))
     if mine is None or snapshot.hashes[mine] != content_hash(data):
         return None
-    return snapshot.answer(mine)
+    return snapshot.answer(mine, tree)  # the text is the one the snapshot read: so is its tree
