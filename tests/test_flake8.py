@@ -165,3 +165,29 @@ def test_a_run_that_deselects_zg_pays_nothing_for_the_plugin(tmp_path: Path) -> 
         done = subprocess.run([sys.executable, "-c", spy, *args, "t.py"], capture_output=True, cwd=tmp_path,
                               timeout=120)
         assert (b"analysed" in done.stderr) == analysed, (args, done)
+
+
+def test_the_plugin_scans_a_module_alone_from_flake8s_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """issue 43: flake8 has parsed every file it hands the plugin; a module checked alone (one
+    that cannot step, one no other module links with) is read from that tree, not parsed again
+    with CPython's ast, and its findings are the same."""
+    import ast
+
+    import zerograd.front.relevance
+    from zerograd.flake8_plugin import ZeroGradPlugin
+
+    (tmp_path / "pyproject.toml").write_text("[tool.zerograd]\n")
+    (tmp_path / "leak.py").write_text("def train(model, opt, loader):\n    for x in loader:\n"
+                                      "        model(x).sum().backward()\n        opt.step()\n")
+    (tmp_path / "probe.py").write_text("def grads(model, x):\n    model(x).sum().backward()\n    return model.weight.grad\n")
+    scanned: list[str] = []
+    real = zerograd.front.relevance.scan_text
+    monkeypatch.setattr(zerograd.front.relevance, "scan_text",
+                        lambda source, *a, **k: scanned.append(source) or real(source, *a, **k))
+    found = []
+    for module in sorted(tmp_path.glob("*.py")):
+        text = module.read_text()
+        found += [f"{module.name}:{line} {message.split()[0]}" for line, _, message, _ in
+                  ZeroGradPlugin(ast.parse(text), text.splitlines(keepends=True), str(module)).run()]
+    assert found == ["leak.py:4 ZG001"]
+    assert scanned == []
