@@ -20,8 +20,7 @@ import libcst as cst
 
 from ..analysis.keys import rebase, root_of
 from ..knowledge.optimizers import is_optimizer_callee
-from .naming import receiver_key
-from .walk import nodes_in
+from .naming import block_of, receiver_key, suites
 
 LIGHTNING_OPTIMIZERS = "optimizers"  # `self.optimizers()` hands back what this hook returns:
 LIGHTNING_HOOK = "configure_optimizers"
@@ -36,16 +35,20 @@ Qualify = Callable[[cst.BaseExpression], Optional[str]]
 
 def returns_of(function: cst.FunctionDef) -> Iterator[cst.BaseExpression]:
     """The values its return statements give (not those of nested functions)."""
-    pending: list[cst.CSTNode] = list(function.body.children)
+    for statement in _statements(function):
+        for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if isinstance(small, cst.Return) and small.value is not None:
+                yield small.value
+
+
+def _statements(function: cst.FunctionDef) -> Iterator[cst.BaseStatement]:
+    """Its statements, those of nested blocks included (not of nested functions or classes)."""
+    pending: list[cst.BaseStatement] = list(block_of(function.body))  # type: ignore[arg-type]
     while pending:
-        node = pending.pop()
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-            continue
-        if isinstance(node, cst.Return):
-            if node.value is not None:
-                yield node.value
-            continue
-        pending.extend(node.children)
+        statement = pending.pop()
+        yield statement
+        for suite in suites(statement):
+            pending.extend(block_of(suite))  # type: ignore[arg-type]
 
 
 def slots(function: cst.FunctionDef, lightning: bool, read: Reader) -> Optional[list[Slot]]:
@@ -152,10 +155,11 @@ def rebound(sets: frozenset[frozenset[str]], function: cst.FunctionDef, call: cs
 def assigned_in(function: cst.FunctionDef, qualify: Qualify) -> dict[str, list[Optional[str]]]:
     """Key -> the qualified callees of the calls assigned to it in `function` (None: not a call)."""
     found: dict[str, list[Optional[str]]] = {}
-    for node in nodes_in(function.body):
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                if isinstance(target.target, (cst.Name, cst.Attribute)):
-                    callee = qualify(node.value.func) if isinstance(node.value, cst.Call) else None
-                    found.setdefault(receiver_key(target.target), []).append(callee)
+    for statement in _statements(function):
+        for node in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
+            if isinstance(node, cst.Assign):
+                for target in node.targets:
+                    if isinstance(target.target, (cst.Name, cst.Attribute)):
+                        callee = qualify(node.value.func) if isinstance(node.value, cst.Call) else None
+                        found.setdefault(receiver_key(target.target), []).append(callee)
     return found

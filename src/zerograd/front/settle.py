@@ -26,14 +26,17 @@ def settle(collector: Collector) -> None:
     info = collector.info
     table = info.table
     table.tensors = collector.holdings.tensors
+    read: dict[tuple[int, bool], Optional[list[Slot]]] = {}  # (builder, lightning) -> what it returns
     for pending in collector.pending:
         found = _builder(info, pending)
         if found is None:
             continue
         function, lightning = found
-        read = Reader(id(function), table.builds, assigned_in(function, info.qualify),
-                      partial(_construction, collector, function=function))
-        returned = slots(function, lightning, read)
+        if (id(function), lightning) not in read:
+            reader = Reader(id(function), table.builds, assigned_in(function, info.qualify),
+                            partial(_construction, collector, function=function))
+            read[(id(function), lightning)] = slots(function, lightning, reader)
+        returned = read[(id(function), lightning)]
         if returned is None or len(returned) != len(pending.targets) or (not pending.unpacked and len(returned) != 1):
             continue
         for key, slot in zip(pending.targets, returned):
