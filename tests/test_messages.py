@@ -45,3 +45,15 @@ def test_a_hand_over_names_its_mechanism() -> None:
     assert "since PyTorch 2.0" in shared and "copy" not in shared
     copies = messages("zg001_handed_copies.py")[30]
     assert "a copy of them is handed" in copies and "PyTorch 2.0" not in copies
+
+
+def test_another_optimizers_loss_is_named_as_written() -> None:
+    """ZG006 names the backward call and the optimizer that stepped first after it as the code
+    writes them: `self.manual_backward(g_loss)`, not `g_loss.backward()`; `self._actor_optimizer`,
+    not the key `self.actor_optimizer`."""
+    lightning = messages("zg006_lightning_optimizers.py")[30]
+    assert "the gradients that self.manual_backward(g_loss) (line 28, stepped by 'g_opt')" in lightning
+    handed = messages("zg006_optimizer_class_argument.py")[29]
+    assert "actor_loss.backward() (line 27, stepped by 'self._actor_optimizer')" in handed
+    scaled = messages("zg006_library_values.py")[34]
+    assert "that self.scaler.scale(actor_loss).backward() (line 32" in scaled

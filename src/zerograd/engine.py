@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Optional, Protocol
 
 from .analysis.graph import MAX_NODES, Chain, TooBig
 from .analysis.keys import HANDED
-from .analysis.model import Call, Event, Finding, Function, Loop, Node, Settings, Span, calls_of, children
+from .analysis.model import Call, Event, Finding, Function, Kind, Loop, Node, Settings, Span, calls_of, children
 from .analysis.rules import CLEAR_KINDS, HOOK_KINDS, Hook, code_for, message
 from .analysis.summaries import CapReached
 from .analysis.verdicts import Verdict
@@ -364,7 +364,8 @@ def _findings(program: Program, analyzer: Analyzer, found: dict[int, list[Verdic
                 if key in first_step:
                     del reported[("ZG005", first_step[key])]
                 first_step[key] = site
-            reported.setdefault((code, site), (label, kind, line, verdict.other, verdict.loss, hook))
+            other = _step_label(function, verdict.other) if code == "ZG006" else verdict.other
+            reported.setdefault((code, site), (label, kind, line, other, verdict.loss, hook))
     # A clear right before the step also wipes accumulated micro-batches; ZG002 says it better.
     texts: dict[str, str] = {}  # one string per distinct message (a generated file repeats one)
     findings = [
@@ -407,6 +408,17 @@ def _position(sites: Locator, site: int) -> tuple[int, int]:
 
 # A hand-over of the tensor itself (`shared._grad = local.grad`), not of a copy of it.
 _SHARES = re.compile(r"\b_?grad\s*=\s*[A-Za-z_][\w.]*\.grad[ \t]*(?:[\r\n;#]|$)")
+
+
+def _step_label(function: Function, key: str) -> str:
+    """The optimizer `key` as a step of `function` writes it (`self._actor_optimizer`)."""
+    pending: list[Node] = [function.body]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, Event) and node.kind is Kind.STEP and node.target == key and node.label:
+            return node.label
+        pending.extend(children(node))
+    return key
 
 
 def _explained(verdict: Verdict, callee: set[tuple[str, Chain]]) -> bool:
