@@ -19,7 +19,7 @@ from typing import Optional
 import libcst as cst
 
 from ..analysis.keys import rebase, root_of
-from ..knowledge.optimizers import is_optimizer_callee
+from ..knowledge.optimizers import Signature, Slot, is_optimizer_callee
 from .naming import block_of, receiver_key, suites
 
 LIGHTNING_OPTIMIZERS = "optimizers"  # `self.optimizers()` hands back what this hook returns:
@@ -28,7 +28,6 @@ LIGHTNING_HOOK = "configure_optimizers"
 # A position of a builder's result: the module sets of an optimizer, NOT (a visible non-optimizer)
 # or None (unknown).
 NOT: frozenset[frozenset[str]] = frozenset()
-Slot = Optional[frozenset[frozenset[str]]]
 Construction = Callable[[cst.Call], Slot]  # what a call the builder returns is
 Qualify = Callable[[cst.BaseExpression], Optional[str]]
 
@@ -118,22 +117,29 @@ class Reader:
         return None
 
 
-def rebound(sets: frozenset[frozenset[str]], function: cst.FunctionDef, call: cst.Call,
-            method: bool) -> Slot:
+def signature(function: cst.FunctionDef, method: bool) -> Signature:
+    """Its positional parameters (without `self` for a method) and all its parameters' names."""
+    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    names = {p.name.value for p in (*function.params.posonly_params, *function.params.params,
+                                    *function.params.kwonly_params)}
+    if method and params:
+        return tuple(params[1:]), frozenset(names - {params[0]})
+    return tuple(params), frozenset(names)
+
+
+def rebound(sets: frozenset[frozenset[str]], params: Signature, call: cst.Call, only_params: bool = False) -> Slot:
     """The builder's sets in the caller's terms: a parameter is the argument the call binds to it
-    (a module named by a name or an attribute); a parameter left to its default is unknown."""
+    (a module named by a name or an attribute); a parameter left to its default is unknown, and
+    so is any other name where `only_params` (a builder of another module: its globals are not
+    the caller's)."""
     if sets == NOT:
         return NOT
-    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
-    if method and params:
-        params = params[1:]
-    names = {p.name.value for p in (*function.params.posonly_params, *function.params.params,
-                                     *function.params.kwonly_params)} - ({"self"} if method else set())
+    positional, names = params
     bound: dict[str, cst.BaseExpression] = {}
     for position, arg in enumerate(call.args):
         if arg.star:
             return None
-        name = arg.keyword.value if arg.keyword else (params[position] if position < len(params) else None)
+        name = arg.keyword.value if arg.keyword else (positional[position] if position < len(positional) else None)
         if name is not None:
             bound[name] = arg.value
     moved = set()
@@ -142,6 +148,8 @@ def rebound(sets: frozenset[frozenset[str]], function: cst.FunctionDef, call: cs
         for module in modules:
             root = root_of(module)
             if root not in names:
+                if only_params:
+                    return None
                 keys.add(module)
                 continue
             given = bound.get(root)

@@ -26,6 +26,7 @@ from ..knowledge.frameworks import (
 from ..knowledge.optimizers import (
     EVENT_METHODS,
     NON_TORCH_ROOTS,
+    Built,
     OptimizerTable,
     is_engine_callee,
     is_foreign_autograd,
@@ -86,6 +87,7 @@ class Pending:
     method: bool  # `self.<callee>(...)`
     cls: Optional[ClassInfo]  # the caller's object's class, for methods
     call: cst.Call
+    imported: bool = False  # `callee` is the qualified name of another module's function
 
 
 @dataclass
@@ -126,6 +128,7 @@ class ModuleInfo:
     name_calls: Counter[str] = field(default_factory=Counter)
     hands: bool = False  # some `.grad` is assigned another's (a hand-over: clears.Clears._handed)
     instance_args: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    builders: dict[str, Built] = field(default_factory=dict)  # functions returning optimizers (settle.py)
     _calls: dict[int, list[cst.Call]] = field(default_factory=dict)
     _typed: Optional[dict[tuple[int, str], str]] = None
 
@@ -446,11 +449,15 @@ class Collector:
         func = value.func
         if len(targets) != 1:
             return
-        if isinstance(func, cst.Name) and func.value not in self.info.aliases:
+        head = (dotted(func) or ".").split(".", 1)[0]
+        imported = head in self.info.aliases  # `get_optimizer(...)`, `utils.get_optimizer(...)` imported
+        if isinstance(func, cst.Name) and not imported:
             name, method = func.value, False
         elif (isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
               and self.cls is not None):
             name, method = func.attr.value, True
+        elif imported:
+            name, method = self.info.qualify(func) or "", False
         else:
             return
         target = targets[0]
@@ -462,7 +469,7 @@ class Collector:
         else:
             return
         unpacked = isinstance(target, (cst.Tuple, cst.List))
-        self.pending.append(Pending(self._scope(), keys, unpacked, name, method, self.cls, value))
+        self.pending.append(Pending(self._scope(), keys, unpacked, name, method, self.cls, value, imported))
 
     def _assigned(self, key: str, qualified: str, value: cst.Call) -> None:
         table = self.info.table

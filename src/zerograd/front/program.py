@@ -16,7 +16,14 @@ import libcst as cst
 
 from ..analysis.model import Function, Program, Seq, Settings
 from ..knowledge.frameworks import ALONE, Outside, Slot
-from ..knowledge.optimizers import NON_TORCH_NUMERIC, OTHER_AUTOGRAD_ROOTS, TORCH_FAMILY, OptimizerTable, is_optimizer_callee
+from ..knowledge.optimizers import (
+    NON_TORCH_NUMERIC,
+    OTHER_AUTOGRAD_ROOTS,
+    TORCH_FAMILY,
+    Built,
+    OptimizerTable,
+    is_optimizer_callee,
+)
 from .calls import Context, Link
 from .counters import stepped_counters
 from .drivers import add_driver, add_registered, hooked, hooks, parameter
@@ -36,6 +43,7 @@ class Exports:
     functions: dict[str, tuple[int, tuple[str, ...]]]
     fields: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]]
     hooked: dict[str, str] = field(default_factory=dict)  # class -> the framework calling its hooks
+    builders: dict[str, Built] = field(default_factory=dict)  # function -> what it returns (builders.py)
 
 # Names of per-batch update functions (rules.md section 3); `test_*` and `main` never are.
 STEP_NAMES = re.compile(
@@ -61,7 +69,7 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
     collector = Collector(info)
     for chunk in chunks:
         collector.statements(chunk.module.body)
-    settle(collector)
+    settle(collector, outside.builder)
     mark_relevant(info, linked)
     sites = Sites(chunks)
     if _other_autograd_only(info) or _not_pytorch(info, outside.pytorch):
@@ -145,7 +153,8 @@ def _exports(info: ModuleInfo, index: dict[int, int]) -> Exports:
         owner = info.facts[id(init)].cls if init is not None else None
         if init is not None and owner is not None and owner.fields:
             fields[cls.name] = (_positional(init), tuple(owner.fields.items()))
-    return Exports({name: (index[id(f)], _positional(f)) for name, f in named if id(f) in index}, fields)
+    return Exports({name: (index[id(f)], _positional(f)) for name, f in named if id(f) in index}, fields,
+                   builders=info.builders)
 
 
 def _positional(function: cst.FunctionDef) -> tuple[str, ...]:

@@ -9,39 +9,39 @@ see holds what the call handed it if the name proves an optimizer.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Optional
 
 import libcst as cst
 
-from ..knowledge.optimizers import is_optimizer_callee
-from .builders import LIGHTNING_HOOK, LIGHTNING_OPTIMIZERS, NOT, Reader, Slot, assigned_in, rebound, slots
+from ..knowledge.optimizers import Built, Signature, Slot, is_optimizer_callee
+from .builders import LIGHTNING_HOOK, LIGHTNING_OPTIMIZERS, NOT, Reader, assigned_in, rebound, returns_of, signature, slots
 from .constructed import handed
 from .facts import Collector, ModuleInfo, Pending
 from .naming import receiver_key
 
 
-def settle(collector: Collector) -> None:
+def settle(collector: Collector, imported: Callable[[str], Optional[Built]] = lambda qualified: None) -> None:
+    """`imported`: what a builder of another module of the project returns (linking.py)."""
     info = collector.info
     table = info.table
     table.tensors = collector.holdings.tensors
     read: dict[tuple[int, bool], Optional[list[Slot]]] = {}  # (builder, lightning) -> what it returns
     for pending in collector.pending:
+        if pending.imported:
+            built = imported(pending.callee)
+            if built is not None:
+                _bind_all(info, pending, list(built[1]), built[0], True)
+            continue
         found = _builder(info, pending)
         if found is None:
             continue
         function, lightning = found
-        if (id(function), lightning) not in read:
-            reader = Reader(id(function), table.builds, assigned_in(function, info.qualify),
-                            partial(_construction, collector, function=function))
-            read[(id(function), lightning)] = slots(function, lightning, reader)
-        returned = read[(id(function), lightning)]
-        if returned is None or len(returned) != len(pending.targets) or (not pending.unpacked and len(returned) != 1):
-            continue
-        for key, slot in zip(pending.targets, returned):
-            if key is not None and slot is not None:
-                _bind_built(info, pending, function, key, slot)
+        returned = _read(collector, read, function, lightning)
+        if returned is not None:
+            _bind_all(info, pending, returned, signature(function, pending.method), False)
+    _export(collector, read)
     for key, modules in _handed_links(collector):
         table.built.add(key)
         table.links.setdefault(key, set()).update(modules)
@@ -49,6 +49,39 @@ def settle(collector: Collector) -> None:
         if table.is_optimizer(key) and not table.links.get(key):
             table.links.setdefault(key, set()).update(modules)
             table.builds.setdefault((scope, key), set()).add(modules)
+
+
+def _read(collector: Collector, read: dict[tuple[int, bool], Optional[list[Slot]]], function: cst.FunctionDef,
+          lightning: bool) -> Optional[list[Slot]]:
+    """What `function` returns (builders.slots), read once."""
+    if (id(function), lightning) not in read:
+        info = collector.info
+        reader = Reader(id(function), info.table.builds, assigned_in(function, info.qualify),
+                        partial(_construction, collector, function=function))
+        read[(id(function), lightning)] = slots(function, lightning, reader)
+    return read[(id(function), lightning)]
+
+
+def _bind_all(info: ModuleInfo, pending: Pending, returned: list[Slot], params: Signature, imported: bool) -> None:
+    """The pending assignment's targets, each what its position of the builder's result is."""
+    if len(returned) != len(pending.targets) or (not pending.unpacked and len(returned) != 1):
+        return
+    for key, slot in zip(pending.targets, returned):
+        if key is not None and slot is not None:
+            _bind_built(info, pending, params, key, slot, imported)
+
+
+def _export(collector: Collector, read: dict[tuple[int, bool], Optional[list[Slot]]]) -> None:
+    """The module-level functions that build an optimizer, for the modules importing them."""
+    info = collector.info
+    building = {scope for scope, _ in info.table.builds}
+    for name, function in info.functions.items():
+        calls = any(isinstance(value, cst.Call) for value in returns_of(function))
+        if id(function) not in building and not calls:
+            continue
+        returned = _read(collector, read, function, False)
+        if returned and any(slot for slot in returned):
+            info.builders[name] = (signature(function, False), tuple(returned))
 
 
 def _builder(info: ModuleInfo, pending: Pending) -> Optional[tuple[cst.FunctionDef, bool]]:
@@ -79,14 +112,14 @@ def _construction(collector: Collector, call: cst.Call, *, function: cst.Functio
     return None
 
 
-def _bind_built(info: ModuleInfo, pending: Pending, function: cst.FunctionDef, key: str,
-                slot: frozenset[frozenset[str]]) -> None:
+def _bind_built(info: ModuleInfo, pending: Pending, params: Signature, key: str,
+                slot: frozenset[frozenset[str]], imported: bool) -> None:
     table = info.table
     if slot == NOT:  # `opt, scheduler = make_optimizer(model)`: the scheduler is none
         if not any(built == key for _, built in table.builds):
             table.built.discard(key)
         return
-    sets = rebound(slot, function, pending.call, pending.method)
+    sets = rebound(slot, params, pending.call, imported)
     if not sets:
         return
     table.built.add(key)

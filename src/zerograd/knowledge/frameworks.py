@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from ..analysis.model import Kind
+from .optimizers import Built
 
 # Registering a function with a framework that calls it once per batch (ignite, skorch, ...).
 REGISTER_CALL = re.compile(r"^(?:Engine|DeterministicEngine|add_event_handler|on|register\w*|attach)$")
@@ -238,6 +239,8 @@ class Outside:
     base: Callable[[str], Optional[str]] = lambda qualified: None
     accumulation: Mapping[str, Optional[int]] = field(default_factory=dict)
     pytorch: bool = False  # a module linked with it imports PyTorch (it may wrap a torch optimizer)
+    # What an imported builder function returns (a qualified name -> builders.py's reading of it).
+    builder: Callable[[str], Optional[Built]] = lambda qualified: None
 
 
 ALONE = Outside()  # a module checked on its own (the flake8 plugin, a module outside every group)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
+from typing import Optional
 
 from ..analysis.keys import rebase, root_of, within  # noqa: F401  (re-exported)
 from ..analysis.model import Settings
@@ -130,6 +131,14 @@ def is_foreign_autograd(qualified: str) -> bool:
 def is_scaler_callee(qualified: str) -> bool:
     """AMP gradient scalers: `scaler.step(optimizer)` steps that optimizer."""
     return qualified.rsplit(".", 1)[-1].endswith("GradScaler")
+
+
+# What a builder function returns, position by position (front/builders.py): an optimizer's
+# module sets, a visible non-optimizer (the empty set), or unknown (None); with its signature
+# (positional parameters, every parameter's name), which names the sets' roots.
+Slot = Optional[frozenset[frozenset[str]]]
+Signature = tuple[tuple[str, ...], frozenset[str]]
+Built = tuple[Signature, tuple[Slot, ...]]
 
 
 @dataclass

@@ -25,7 +25,7 @@ from ..front.program import Exports
 from ..front.relevance import Scan
 from ..front.sites import Sites
 from ..knowledge.frameworks import SETTINGS, Outside, accumulation_of
-from ..knowledge.optimizers import TORCH_FAMILY
+from ..knowledge.optimizers import TORCH_FAMILY, Built
 from .plan import Project, qualified_name
 
 
@@ -146,7 +146,8 @@ class _Linker:
         # The plan's scan serves the first build only: the front end empties the scan it is handed
         # (Scan.release), so a build again (to locate, or the group checked again) scans afresh.
         scan, unit.scan = unit.scan, None
-        outside = Outside(partial(_hooked_base, self.project, before, path), self.accumulation, self.pytorch)
+        outside = Outside(partial(_hooked_base, self.project, before, path), self.accumulation, self.pytorch,
+                          partial(_builder, self.project, before, path))
         return front_end(unit.text, self.settings, linked=unit.linked, link=partial(_link, self.project, before, path),
                          outside=outside, scan=scan)
 
@@ -188,6 +189,12 @@ def _link(project: Project, exports: dict[str, Exports], importer: str, qualifie
     if origin is None or origin[0] not in exports or origin[1] not in exports[origin[0]].functions:
         return None
     return "\0".join(origin)
+
+
+def _builder(project: Project, exports: dict[str, Exports], importer: str, qualified: str) -> Optional[Built]:
+    """What the builder function of an already built module that `qualified` names returns."""
+    origin = project.origin(importer, qualified)
+    return exports[origin[0]].builders.get(origin[1]) if origin is not None and origin[0] in exports else None
 
 
 def _hooked_base(project: Project, exports: dict[str, Exports], importer: str, qualified: str) -> Optional[str]:
