@@ -8,7 +8,8 @@ included. The builder's return statements say, position by position, which value
 optimizer and over which modules (in the builder's terms: its parameters are rebound to the
 caller's arguments, `self` is the caller's object); a position the builder visibly fills with
 something else (a scheduler, `None`) is no optimizer. What cannot be read (a value of unknown
-origin, returns of different shapes) leaves the name rule as it was.
+origin, returns of different shapes) leaves the name rule as it was. A module of a linked group
+exports what its builders return (settle.py), for the modules that import them.
 """
 
 from __future__ import annotations
