@@ -21,7 +21,7 @@ import libcst as cst
 
 from ..analysis.keys import rebase, root_of
 from ..knowledge.optimizers import Signature, Slot, is_optimizer_callee
-from .naming import block_of, receiver_key, suites
+from .naming import block_of, bound_arguments, receiver_key, suites
 
 LIGHTNING_OPTIMIZERS = "optimizers"  # `self.optimizers()` hands back what this hook returns:
 LIGHTNING_HOOK = "configure_optimizers"
@@ -136,13 +136,9 @@ def rebound(sets: frozenset[frozenset[str]], params: Signature, call: cst.Call, 
     if sets == NOT:
         return NOT
     positional, names = params
-    bound: dict[str, cst.BaseExpression] = {}
-    for position, arg in enumerate(call.args):
-        if arg.star:
-            return None
-        name = arg.keyword.value if arg.keyword else (positional[position] if position < len(positional) else None)
-        if name is not None:
-            bound[name] = arg.value
+    bound, starred = bound_arguments(call, positional)
+    if starred:
+        return None
     moved = set()
     for modules in sets:
         keys = set()

@@ -21,7 +21,7 @@ from ..knowledge.frameworks import Framework
 from ..knowledge.optimizers import CLEARING_FUNCTIONS, is_optimizer_callee
 from .conditions import literal_text
 from .counters import Counts
-from .facts import ClassInfo, FunctionFacts, ModuleInfo
+from .moduleinfo import ClassInfo, FunctionFacts, ModuleInfo
 from .naming import assigned_names, block_of, dotted
 from .sites import Sites
 

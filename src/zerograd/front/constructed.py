@@ -18,7 +18,7 @@ from typing import Optional
 import libcst as cst
 
 from ..analysis.keys import rebase, within
-from .naming import receiver_key
+from .naming import bound_arguments, receiver_key
 
 # The module sets of an optimizer a constructing scope hands over (built inline, or a name it
 # built over known modules); none for anything else.
@@ -30,7 +30,7 @@ def handed(init: cst.FunctionDef, fields: dict[str, str], call: cst.Call,
     """(`self.<attribute>`, the modules it holds) for each optimizer `call` hands the constructor
     `init`, which keeps its parameters as `fields` (attribute -> parameter)."""
     params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
-    bound = _bound(call, params)
+    bound, _ = bound_arguments(call, params)  # what follows a `*args` stays unbound
     modules = {receiver_key(e): attr for attr, param in fields.items()
                if isinstance(e := bound.get(param), (cst.Name, cst.Attribute))}
     for attr, param in fields.items():
@@ -48,14 +48,3 @@ def _as_object(module: str, modules: dict[str, str]) -> Optional[str]:
             return rebase(module, given, f"self.{attr}")
     return None
 
-
-def _bound(call: cst.Call, params: list[str]) -> dict[str, cst.BaseExpression]:
-    """What the call hands each named parameter (positions up to the first star)."""
-    bound: dict[str, cst.BaseExpression] = {}
-    for position, arg in enumerate(call.args):
-        if arg.star:
-            break
-        name = arg.keyword.value if arg.keyword else (params[position] if position < len(params) else None)
-        if name is not None:
-            bound[name] = arg.value
-    return bound

@@ -37,7 +37,7 @@ from ..knowledge.frameworks import (
     named,
 )
 from .conditions import classify
-from .facts import ClassInfo, ModuleInfo, Registered
+from .moduleinfo import ClassInfo, ModuleInfo, Registered
 from .sites import Chunk, Sites
 from .walk import nodes_in
 

@@ -12,7 +12,7 @@ import libcst as cst
 from .naming import dotted
 
 if TYPE_CHECKING:
-    from .facts import ModuleInfo
+    from .moduleinfo import ModuleInfo
 
 # Builtin exception classes: what a backward or a step may raise (RuntimeError, ValueError...).
 BUILTIN_EXCEPTIONS = frozenset(name for name, value in vars(builtins).items()

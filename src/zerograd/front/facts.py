@@ -7,10 +7,8 @@ functions handed to a framework as callbacks (evidence of a step function, secti
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Optional, Union
+from typing import Optional
 
 import libcst as cst
 
@@ -26,177 +24,21 @@ from ..knowledge.frameworks import (
 from ..knowledge.optimizers import (
     EVENT_METHODS,
     NON_TORCH_ROOTS,
-    Built,
-    OptimizerTable,
     is_engine_callee,
     is_foreign_autograd,
     is_optimizer_callee,
     is_scaler_callee,
     named_optimizer,
 )
-from .counters import Counters, int_literal
+from .counters import int_literal
 from .holdings import Holdings, parameters_owners
+from .moduleinfo import ClassInfo, FunctionFacts, ModuleInfo, Pending, Registered
 from .naming import block_of, dotted, receiver_key, suites, text_of
-from .walk import calls_in, nodes_in
+from .walk import nodes_in
 
 # Module methods that return the module itself.
 _RETURNS_SELF = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16",
                            "requires_grad_", "to_empty"})
-
-
-@dataclass
-class ClassInfo:
-    name: str
-    methods: dict[str, cst.FunctionDef] = field(default_factory=dict)
-    bases: list[str] = field(default_factory=list)
-    attributes: dict[str, str] = field(default_factory=dict)  # `self.agent` -> class name (as instances)
-    built: dict[str, cst.Call] = field(default_factory=dict)  # `self.agent` -> the call that built it
-    fields: dict[str, str] = field(default_factory=dict)  # `self.opt = optimizer` in __init__: opt -> optimizer
-    node: Optional[cst.ClassDef] = None
-
-
-@dataclass
-class FunctionFacts:
-    # Frozen sets, rebound when they grow: most functions leave them empty, and an empty set
-    # takes 216 bytes (a generated file of 30k functions held 25 MB of them).
-    events: bool = False
-    callees: set[str] = field(default_factory=set)  # names it calls or hands over (for pruning)
-    stepped: frozenset[str] = frozenset()
-    cleared: frozenset[str] = frozenset()
-    fed: frozenset[str] = frozenset()  # receivers handed a loss (`engine.backward(loss)`)
-    parameters: set[str] = field(default_factory=set)
-    instances: dict[str, str] = field(default_factory=dict)  # `t` -> class name (qualified if imported)
-    built: dict[str, cst.Call] = field(default_factory=dict)  # `t` -> the call that built it
-    partials: dict[str, cst.Call] = field(default_factory=dict)  # `step = partial(f, model, opt)`
-    nested: dict[str, cst.FunctionDef] = field(default_factory=dict)  # defs in its body
-    parent: Optional[cst.FunctionDef] = None  # the enclosing function (lexical scope)
-    increments: frozenset[str] = frozenset()  # local names it adds to (`micro += 1`)
-    compared: frozenset[str] = frozenset()  # local names an `if`/`while` test compares
-    cls: Optional[ClassInfo] = None  # the class it is a method of
-
-
-@dataclass
-class Pending:
-    """An assignment from a call that may be a builder of this module, read once every function
-    is (settle.py)."""
-
-    scope: int  # id of the function assigning (0: the module body)
-    targets: list[Optional[str]]  # the keys assigned, in order (one, or an unpacking's)
-    unpacked: bool
-    callee: str  # a module-level function's name, or a method's
-    method: bool  # `self.<callee>(...)`
-    cls: Optional[ClassInfo]  # the caller's object's class, for methods
-    call: cst.Call
-    imported: bool = False  # `callee` is the qualified name of another module's function
-
-
-@dataclass
-class Registered:
-    """An engine a framework's factory built (`trainer = create_supervised_trainer(model, opt,
-    loss, gradient_accumulation_steps=4)`), and the handlers registered on it per iteration."""
-
-    framework: Framework
-    call: cst.Call
-    optimizer: str  # the key of the optimizer it was handed
-    accumulation: Optional[int]  # None: computed
-    handlers: list[tuple[str, cst.FunctionDef]] = field(default_factory=list)  # (event, handler)
-
-
-@dataclass
-class ModuleInfo:
-    aliases: dict[str, str] = field(default_factory=dict)
-    functions: dict[str, cst.FunctionDef] = field(default_factory=dict)
-    classes: dict[str, ClassInfo] = field(default_factory=dict)
-    table: OptimizerTable = field(default_factory=OptimizerTable)
-    facts: dict[int, FunctionFacts] = field(default_factory=dict)  # id(FunctionDef) -> facts
-    module: FunctionFacts = field(default_factory=FunctionFacts)  # the module body's own
-    every_function: list[cst.FunctionDef] = field(default_factory=list)
-    class_of: dict[int, ClassInfo] = field(default_factory=dict)  # id(ClassDef) -> its info
-    relevant: set[int] = field(default_factory=set)  # functions that can perform an event
-    registered: set[str] = field(default_factory=set)  # names handed to a framework per batch
-    stars: list[str] = field(default_factory=list)  # modules imported with `from m import *`
-    # (id of the function, 0 for the module body; engine key) -> what built it, and the handlers
-    # registered on it there: (that engine, event, the handler or its name).
-    engines: dict[tuple[int, str], Registered] = field(default_factory=dict)
-    handlers: list[tuple[tuple[int, str], str, Union[str, cst.FunctionDef]]] = field(default_factory=list)
-    # A framework's accumulation keyword -> its literal value wherever this module sets it (None:
-    # computed somewhere, or set to different values): frameworks.py
-    accumulation: dict[str, Optional[int]] = field(default_factory=dict)
-    counters: Counters = field(default_factory=Counters)
-    # Calls by a plain name (`train(args, trainer)`): how many per name, and those that hand an
-    # instance of a class of this module over (`trainer = Trainer()`): (name, {arg: class}).
-    name_calls: Counter[str] = field(default_factory=Counter)
-    hands: bool = False  # some `.grad` is assigned another's (a hand-over: clears.Clears._handed)
-    instance_args: list[tuple[str, dict[str, str]]] = field(default_factory=list)
-    builders: dict[str, Built] = field(default_factory=dict)  # functions returning optimizers (settle.py)
-    _calls: dict[int, list[cst.Call]] = field(default_factory=dict)
-    _typed: Optional[dict[tuple[int, str], str]] = None
-
-    def parameter_class(self, function: cst.FunctionDef, name: str) -> Optional[str]:
-        """The class of this module whose instance every call of `function` (a module-level
-        function, called by its name) hands over as parameter `name`."""
-        if self._typed is None:
-            self._typed = _typed_parameters(self)
-        return self._typed.get((id(function), name))
-
-    def calls_of(self, node: cst.CSTNode) -> list[cst.Call]:
-        """calls_in, computed once per node: two passes walk the same statements."""
-        found = self._calls.get(id(node))
-        if found is None:
-            found = self._calls[id(node)] = calls_in(node)
-        return found
-
-    def qualify(self, node: cst.BaseExpression) -> Optional[str]:
-        name = dotted(node)
-        return None if name is None else self.qualify_name(name)
-
-    def qualify_name(self, name: str) -> str:
-        """A dotted name as imported (`optim.Optimizer` -> `torch.optim.Optimizer`)."""
-        head, _, rest = name.partition(".")
-        head = self.aliases.get(head, head)
-        return f"{head}.{rest}" if rest else head
-
-    def facts_of(self, function: Optional[cst.FunctionDef]) -> FunctionFacts:
-        return self.module if function is None else self.facts[id(function)]
-
-    def method(self, cls: ClassInfo, name: str, depth: int = 0) -> Optional[cst.FunctionDef]:
-        """Method `name` of `cls` or of its bases defined in this module."""
-        if name in cls.methods:
-            return cls.methods[name]
-        for base in cls.bases if depth < 5 else ():
-            info = self.classes.get(base.rsplit(".", 1)[-1])
-            found = self.method(info, name, depth + 1) if info is not None and info is not cls else None
-            if found is not None:
-                return found
-        return None
-
-    def lineage(self, cls: ClassInfo) -> list[ClassInfo]:
-        """`cls` and its bases defined in this module."""
-        found: list[ClassInfo] = []
-        pending = [cls]
-        while pending and len(found) < 6:
-            current = pending.pop()
-            if all(current is not c for c in found):
-                found.append(current)
-                pending.extend(c for b in current.bases if (c := self.classes.get(b.rsplit(".", 1)[-1])) is not None)
-        return found
-
-    def inherited(self, cls: ClassInfo, name: str, depth: int = 0) -> Optional[str]:
-        """The qualified name of method `name` when `cls` takes it from an imported base
-        (`class MyTrainer(trainlib.Trainer)` -> `trainlib.Trainer.train_step`)."""
-        if name in cls.methods:
-            return None
-        for base in cls.bases if depth < 5 else ():
-            info = self.classes.get(base.rsplit(".", 1)[-1])
-            if info is not None and info is not cls:
-                found = self.inherited(info, name, depth + 1)
-            elif base.split(".", 1)[0] in self.aliases:
-                found = f"{self.qualify_name(base)}.{name}"
-            else:
-                found = None
-            if found is not None:
-                return found
-        return None
 
 
 class Collector:
@@ -558,23 +400,3 @@ def _registration(node: cst.BaseExpression, method: str) -> Optional[tuple[str, 
     event = dotted(node.args[0].value) if node.args else None
     name = (event or "").rsplit(".", 1)[-1]
     return (receiver_key(node.func.value), name) if name in (STARTED, COMPLETED) else None
-
-
-def _typed_parameters(info: ModuleInfo) -> dict[tuple[int, str], str]:
-    """Parameters of module-level functions that every call by name hands an instance of one
-    class of this module (issue 45: a `train(args, trainer)` that calls `trainer.train_step()`)."""
-    seen: dict[tuple[str, str], Counter[str]] = {}
-    for name, handed in info.instance_args:
-        function = info.functions.get(name)
-        if function is None:
-            continue
-        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
-        for where, cls in handed.items():
-            param = params[int(where[1:])] if where.startswith("#") and int(where[1:]) < len(params) else where
-            seen.setdefault((name, param), Counter())[cls] += 1
-    typed = {}
-    for (name, param), classes in seen.items():
-        (cls, count), = classes.most_common(1)
-        if len(classes) == 1 and count == info.name_calls[name] and cls in info.classes:
-            typed[(id(info.functions[name]), param)] = cls
-    return typed

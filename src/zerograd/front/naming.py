@@ -203,3 +203,17 @@ def walrus(statement: cst.CSTNode) -> Iterable[str]:
         for node in nodes_in(statement.test):
             if type(node) is cst.NamedExpr and isinstance(node.target, cst.Name):
                 yield node.target.value
+
+
+def bound_arguments(call: cst.Call, positional: Sequence[str]) -> tuple[dict[str, cst.BaseExpression], bool]:
+    """What the call hands each named parameter (`positional`: the callee's positional ones, in
+    order), up to the first `*args` or `**kwargs`; and whether there is one (what it passes is
+    unknown)."""
+    bound: dict[str, cst.BaseExpression] = {}
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            return bound, True
+        name = arg.keyword.value if arg.keyword else (positional[position] if position < len(positional) else None)
+        if name is not None:
+            bound[name] = arg.value
+    return bound, False

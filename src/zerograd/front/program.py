@@ -27,7 +27,8 @@ from ..knowledge.optimizers import (
 from .calls import Context, Link
 from .counters import stepped_counters
 from .drivers import add_driver, add_registered, hooked, hooks, parameter
-from .facts import ClassInfo, Collector, ModuleInfo, mark_relevant
+from .facts import Collector, mark_relevant
+from .moduleinfo import ClassInfo, ModuleInfo
 from .naming import assigned_names, block_of, statements_of, suites
 from .scopes import Builder
 from .settle import settle

@@ -79,6 +79,8 @@ class Tracer:
         self.ours = ours  # functions defined in this module: calling one may run any module
         self.names = names
         self.instances = names.instances(function)
+        # The held sets that are tensors of their own: read on every name's value, usually none.
+        self.tensors = [m for m in modules if m in names.tensors]
         self.resolve = resolve
         self.depth = depth
         # What a function's return value reaches, per argument reaches and modules handed over
@@ -239,7 +241,7 @@ class Tracer:
         """What reading `key` reaches: a tensor an optimizer holds by itself (`Adam([patch])`)
         is a parameter set of its own, whatever else the name's value carries. A module read,
         not called, is no loss's input (`deepcopy(model)`, `ema.update(model)`)."""
-        if not any(within(key, m) for m in self.modules if m in self.names.tensors):
+        if not any(within(key, m) for m in self.tensors):
             return value
         return union(Reach(frozenset({key}), frozenset(), False), value)
 

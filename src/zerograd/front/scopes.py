@@ -32,7 +32,7 @@ from .conditions import (
 )
 from .counters import stepped_counters
 from .exceptions import catches_torch
-from .facts import ModuleInfo
+from .moduleinfo import ModuleInfo
 from .naming import (
     assigned_names,
     block_of,

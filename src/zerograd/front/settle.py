@@ -18,7 +18,8 @@ import libcst as cst
 from ..knowledge.optimizers import Built, Signature, Slot, is_optimizer_callee
 from .builders import LIGHTNING_HOOK, LIGHTNING_OPTIMIZERS, NOT, Reader, assigned_in, rebound, returns_of, signature, slots
 from .constructed import handed
-from .facts import Collector, ModuleInfo, Pending
+from .facts import Collector
+from .moduleinfo import ModuleInfo, Pending
 from .naming import receiver_key
 
 
