@@ -57,8 +57,26 @@ def rename(key: str, old: str, new: str) -> Optional[str]:
 
 
 def within(part: str, whole: str) -> bool:
-    """`model.encoder` lies within `model` (and `model` within itself)."""
-    return rebase(part, whole, whole) is not None
+    """`model.encoder` lies within `model` (and `model` within itself), and within
+    `model[-model.head]`, the parameters of `model` but those of `model.head` (an optimizer
+    built over a difference of sets: front/holdings.py)."""
+    if rebase(part, whole, whole) is not None:
+        return True
+    base, removed = difference(whole)
+    return (base is not None and part != base and within(part, base)
+            and not any(within(part, r) or within(r, part) for r in removed))
+
+
+def difference(key: str) -> tuple[Optional[str], list[str]]:
+    """`model[-model.head,model.tail]` -> (`model`, [`model.head`, `model.tail`]); (None, []) for
+    any other key (`nets[-1]` is an entry: what it removes is not within it)."""
+    start = key.find("[-")
+    if start <= 0 or not key.endswith("]"):
+        return None, []
+    base, removed = key[:start], key[start + 2:-1].split(",")
+    if not all(rebase(r, base, base) is not None and r != base for r in removed):
+        return None, []
+    return base, removed
 
 
 def related(module: str, modules: frozenset[str]) -> bool:

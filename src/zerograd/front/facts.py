@@ -31,7 +31,7 @@ from ..knowledge.optimizers import (
     named_optimizer,
 )
 from .counters import int_literal
-from .holdings import Holdings, parameters_owners
+from .holdings import Holdings, parameters_owners, stored_parameters
 from .moduleinfo import ClassInfo, FunctionFacts, ModuleInfo, Pending, Registered
 from .naming import block_of, dotted, receiver_key, suites, text_of
 from .walk import nodes_in
@@ -110,6 +110,10 @@ class Collector:
         params = node.params
         names = [p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)]
         facts = FunctionFacts(parameters=set(names), parent=self.function, cls=cls)
+        if cls is not None:
+            stored = stored_parameters(node, names)
+            if stored:
+                self.holdings.stored[id(node)] = stored
         self.info.facts[id(node)] = facts
         saved = (self.function, self.facts, self.cls)
         self.function, self.facts, self.cls = node, facts, cls
@@ -269,9 +273,9 @@ class Collector:
             value = value.func.value
         for target in targets:
             if isinstance(target, cst.Name):
-                self.holdings.bind(self._scope(), target.value, value)
+                self.holdings.bind(self._scope(), target.value, value, shared=self._shared())
             elif isinstance(target, cst.Attribute) and self.cls is not None and receiver_key(target).startswith("self."):
-                self.holdings.bind(id(self.cls), receiver_key(target), value)
+                self.holdings.bind(id(self.cls), receiver_key(target), value, self._scope(), self._shared())
         if not isinstance(value, cst.Call):
             return
         self._from_builder(targets, value)

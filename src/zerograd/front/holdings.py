@@ -8,17 +8,20 @@ p.ndim > 1]`, a part of `m` of its own, `m[params]`) or a tensor of its own
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Callable, Optional
 
 import libcst as cst
 
+from ..analysis.keys import rebase, root_of, within
 from ..knowledge.values import FACTORIES
-from .naming import receiver_key
-from .walk import calls_in
+from .naming import assigned_names, block_of, receiver_key, statements_of
+from .walk import calls_in, nodes_in
 
 # Calls that make a tensor of their own, which no module holds (an adversarial patch, a latent).
 _FRESH = FACTORIES | {"Parameter"}
 _TORCH = ("torch", "torch.nn", "nn", "torch.nn.parameter")
+_COPIES = frozenset({"list", "set", "tuple", "iter"})  # builtins that hand back what they are given
 
 
 def parameters_owners(value: cst.BaseExpression) -> list[str]:
@@ -37,9 +40,20 @@ class Holdings:
         self.qualify = qualify
         self.held: dict[tuple[int, str], tuple[str, ...]] = {}
         self.tensors: set[str] = set()  # names bound somewhere to a tensor of their own
+        self.stored: dict[int, dict[str, str]] = {}  # per method: its parameters kept as attributes
 
-    def bind(self, scope: int, name: str, value: cst.BaseExpression) -> None:
-        owners = parameters_owners(value)
+    def rooted(self, scope: int, owners: Sequence[str]) -> list[str]:
+        """`owners` as the object names them: in a method that keeps its parameter `actor` as
+        `self.actor`, `actor.encoder` is `self.actor.encoder` (stored_parameters)."""
+        stored = self.stored.get(scope)
+        if not stored:
+            return list(owners)
+        return [rebase(o, root_of(o), stored[root_of(o)]) or o if root_of(o) in stored else o for o in owners]
+
+    def bind(self, scope: int, name: str, value: cst.BaseExpression, function: Optional[int] = None,
+             shared: Optional[int] = None) -> None:
+        """`name` (in `scope`) is bound to `value`, read in `function` (default: `scope`)."""
+        owners = list(self.owners(scope if function is None else function, value, shared))
         if owners and _filtered(value):  # `[p for p in net.parameters() if p.ndim > 1]`: a part
             owners = [f"{o}[{name}]" for o in owners]
         if not owners and isinstance(value, cst.Call) and self._fresh(value):
@@ -50,6 +64,28 @@ class Holdings:
         else:
             self.held.pop((scope, name), None)
 
+    def owners(self, scope: int, value: cst.BaseExpression, shared: Optional[int] = None) -> tuple[str, ...]:
+        """The modules whose parameters `value` holds, read in `scope` (empty: none known): those
+        whose `.parameters()` it calls, what a name it copies holds (`list(params)`), or a part of
+        its own for a difference (`set(vae.parameters()) - set(vae.discr.parameters())` is
+        `vae[-vae.discr]`: within `vae`, apart from `vae.discr`)."""
+        while (type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in _COPIES
+               and len(value.args) == 1 and not value.args[0].star):
+            value = value.args[0].value
+        if type(value) is cst.BinaryOperation and type(value.operator) is cst.Subtract:
+            whole = self.owners(scope, value.left, shared)
+            removed = self.owners(scope, value.right, shared)
+            if not whole or not removed or not all(any(within(r, w) and r != w for w in whole) for r in removed):
+                return ()
+            return tuple(f"{w}[-{','.join(r for r in removed if within(r, w))}]"
+                         if any(within(r, w) for r in removed) else w for w in whole)
+        if type(value) is cst.Name or type(value) is cst.Attribute:
+            key = receiver_key(value)
+            held = self.held.get((shared if key.startswith("self.") and shared is not None else scope, key))
+            if held is not None:
+                return held
+        return tuple(self.rooted(scope, parameters_owners(value)))
+
     def grow(self, scope: int, name: str, value: cst.BaseExpression, looping: tuple[str, ...], picking: bool) -> None:
         """`params.append(p)` in a loop over `net.parameters()` (`looping`: `net`), or of a value
         that holds some (`{"params": net.fc.parameters()}`): a list known so far holds more;
@@ -59,7 +95,7 @@ class Holdings:
         held = self.held.get((scope, name))
         if held is None:
             return
-        owners = parameters_owners(value) or [f"{o}[{name}]" if picking else o for o in looping]
+        owners = self.rooted(scope, parameters_owners(value) or [f"{o}[{name}]" if picking else o for o in looping])
         if owners:
             self.held[(scope, name)] = (*held, *(o for o in owners if o not in held))
         else:
@@ -71,22 +107,46 @@ class Holdings:
         return _fresh_tensor(self.qualify(_innermost(call).func) or "") or _detached(call)
 
     def of_construction(self, scope: int, call: cst.Call, shared: Optional[int] = None) -> list[str]:
-        """The modules an optimizer's constructor hands it: those whose parameters its arguments
-        hold, else those of the names it receives (`Adam([patch])`, `SGD(params)`, `[{"params":
-        enc_params}, ...]`, `LBFGS([self.temperature])`) when every one of them is known to hold
-        some; else none. `shared`: the scope of the object's attributes."""
-        return parameters_owners(call) or self._named(scope, call, shared)
-
-    def _named(self, scope: int, call: cst.Call, shared: Optional[int]) -> list[str]:
+        """The modules an optimizer's constructor hands it: those its parameters argument holds
+        (`Adam(model.parameters())`, `Adam([patch])`, `SGD(params)`, `[{"params": enc_params},
+        ...]`, `LBFGS([self.temperature])`, `Adam(list(vae_params))`) when every item is known to
+        hold some; else those whose parameters any argument holds, unless it takes a difference
+        it cannot read. `shared`: the scope of the object's attributes."""
         found: list[str] = []
         for item in _items(call):
-            key = receiver_key(item) if isinstance(item, (cst.Name, cst.Attribute)) else ""
-            where = shared if key.startswith("self.") and shared is not None else scope
-            held = self.held.get((where, key)) if key else None
+            held = self.owners(scope, item, shared)
             if not held:
-                return []
+                found = []
+                break
             found += held
-        return found
+        if found or any(type(n) is cst.BinaryOperation and type(n.operator) is cst.Subtract for n in nodes_in(call)):
+            return found
+        return self.rooted(scope, parameters_owners(call))
+
+
+def stored_parameters(function: cst.FunctionDef, parameters: Sequence[str]) -> dict[str, str]:
+    """`self.actor = actor` in a method: while it runs, the parameter and the attribute are one
+    object, so what it builds over `actor.parameters()` holds `self.actor`, the module the
+    object's other methods call (identity by binding, issue 45). Only a parameter kept in one
+    attribute and never rebound in the method."""
+    if not parameters or parameters[0] != "self":
+        return {}
+    names = set(parameters[1:])
+    stored: dict[str, set[str]] = {}
+    for statement in statements_of(block_of(function.body)):
+        if not isinstance(statement, (cst.Assign, cst.AnnAssign)) or type(statement.value) is not cst.Name:
+            continue
+        if statement.value.value not in names:
+            continue
+        targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
+        for target in targets:
+            key = receiver_key(target)
+            if type(target) is cst.Attribute and key.startswith("self.") and key.count(".") == 1:
+                stored.setdefault(statement.value.value, set()).add(key)
+    if not stored:
+        return {}
+    rebound = assigned_names(block_of(function.body))
+    return {name: next(iter(keys)) for name, keys in stored.items() if len(keys) == 1 and name not in rebound}
 
 
 def _items(call: cst.Call) -> list[cst.BaseExpression]:

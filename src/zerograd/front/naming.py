@@ -41,6 +41,11 @@ def text_of(node: cst.CSTNode) -> str:
 
 
 
+def written(node: cst.CSTNode) -> str:
+    """Source text of an expression on one line, as written (for messages)."""
+    return " ".join(_EMPTY_MODULE.code_for_node(node).split())
+
+
 def receiver_key(node: cst.BaseExpression) -> str:
     """A receiver as the analysis names it: `self._opt` is `self.opt` (a private attribute and its
     property), and an entry picked by a computed index is any entry: `opts[name]` -> `opts[*]`."""

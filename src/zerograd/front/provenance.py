@@ -251,7 +251,8 @@ class Tracer:
         if isinstance(func, cst.Attribute) and func.attr.value in _DETACHING:
             return cut(self.value(func.value))
         if isinstance(func, (cst.Name, cst.Attribute, cst.Subscript)):
-            forms = self._forms(func)
+            # A method of what a call returned (`self.D(x).mean()`) is no module of its own.
+            forms = {c for c in self._forms(func) if "(" not in c}
             called = {c for c in forms if related(c, self.modules)}
             # An entry of a list of modules picked by a computed index (`self.q_nets[i](x)`) may
             # be any entry an optimizer holds (`nets[0](x)` is that entry).

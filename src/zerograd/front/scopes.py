@@ -42,6 +42,7 @@ from .naming import (
     loss_of,
     statements_of,
     text_of,
+    written,
 )
 from .provenance import SUMMARIES, Callee, Names, Resolver, Summaries, trace
 from .receivers import Receivers
@@ -347,9 +348,9 @@ class Builder(Receivers, Windows):
         """A BACKWARD, with what its loss reaches where ZG006 can use it (provenance.py); its
         label names the call as written (`g_loss.backward()`, `self.manual_backward(g_loss)`)."""
         func = call.func
-        written = f"{text_of(func)}()" if isinstance(func, cst.Attribute) and func.value is loss else \
-            f"{text_of(func)}({text_of(loss)})"
-        return Event(Kind.BACKWARD, self.sites.site(call), label=written, reach=self.reaches.get(id(call)))
+        label = f"{written(func)}()" if isinstance(func, cst.Attribute) and func.value is loss else \
+            f"{written(func)}({written(loss)})"
+        return Event(Kind.BACKWARD, self.sites.site(call), label=label, reach=self.reaches.get(id(call)))
 
     def is_optimizer(self, receiver: str, ctx: Context) -> bool:
         if receiver == "self" and self.optimizer_class(ctx.cls):

@@ -33,7 +33,7 @@ def settle(collector: Collector, imported: Callable[[str], Optional[Built]] = la
         if pending.imported:
             built = imported(pending.callee)
             if built is not None:
-                _bind_all(info, pending, list(built[1]), built[0], True)
+                _bind_all(collector, pending, list(built[1]), built[0], True)
             continue
         found = _builder(info, pending)
         if found is None:
@@ -41,7 +41,7 @@ def settle(collector: Collector, imported: Callable[[str], Optional[Built]] = la
         function, lightning = found
         returned = _read(collector, read, function, lightning)
         if returned is not None:
-            _bind_all(info, pending, returned, signature(function, pending.method), False)
+            _bind_all(collector, pending, returned, signature(function, pending.method), False)
     _export(collector, read)
     for key, modules in _handed_links(collector):
         table.built.add(key)
@@ -63,13 +63,13 @@ def _read(collector: Collector, read: dict[tuple[int, bool], Optional[list[Slot]
     return read[(id(function), lightning)]
 
 
-def _bind_all(info: ModuleInfo, pending: Pending, returned: list[Slot], params: Signature, imported: bool) -> None:
+def _bind_all(collector: Collector, pending: Pending, returned: list[Slot], params: Signature, imported: bool) -> None:
     """The pending assignment's targets, each what its position of the builder's result is."""
     if len(returned) != len(pending.targets) or (not pending.unpacked and len(returned) != 1):
         return
     for key, slot in zip(pending.targets, returned):
         if key is not None and slot is not None:
-            _bind_built(info, pending, params, key, slot, imported)
+            _bind_built(collector, pending, params, key, slot, imported)
 
 
 def _export(collector: Collector, read: dict[tuple[int, bool], Optional[list[Slot]]]) -> None:
@@ -113,9 +113,9 @@ def _construction(collector: Collector, call: cst.Call, *, function: cst.Functio
     return None
 
 
-def _bind_built(info: ModuleInfo, pending: Pending, params: Signature, key: str,
+def _bind_built(collector: Collector, pending: Pending, params: Signature, key: str,
                 slot: frozenset[frozenset[str]], imported: bool) -> None:
-    table = info.table
+    table = collector.info.table
     if slot == NOT:  # `opt, scheduler = make_optimizer(model)`: the scheduler is none
         if not any(built == key for _, built in table.builds):
             table.built.discard(key)
@@ -123,6 +123,7 @@ def _bind_built(info: ModuleInfo, pending: Pending, params: Signature, key: str,
     sets = rebound(slot, params, pending.call, imported)
     if not sets:
         return
+    sets = frozenset(frozenset(collector.holdings.rooted(pending.scope, list(s))) for s in sets)
     table.built.add(key)
     for modules in sets:
         table.links.setdefault(key, set()).update(modules)
