@@ -67,6 +67,16 @@ def within(part: str, whole: str) -> bool:
             and not any(within(part, r) or within(r, part) for r in removed))
 
 
+def moved(key: str, old: str, new: str) -> Optional[str]:
+    """rebase, the parts a difference removes included (`vae[-vae.discr]` -> `self[-self.discr]`)."""
+    base, removed = difference(key)
+    if base is None:
+        return rebase(key, old, new)
+    parts = [rebase(r, old, new) for r in removed]
+    start = rebase(base, old, new)
+    return None if start is None or None in parts else f"{start}[-{','.join(p for p in parts if p)}]"
+
+
 def difference(key: str) -> tuple[Optional[str], list[str]]:
     """`model[-model.head,model.tail]` -> (`model`, [`model.head`, `model.tail`]); (None, []) for
     any other key (`nets[-1]` is an entry: what it removes is not within it)."""

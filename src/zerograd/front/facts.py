@@ -141,6 +141,7 @@ class Collector:
             targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             self.assignment(targets, node.value)
             self._field(targets, node.value)
+            self._callable(targets, node.value)
             self.info.counters.record(node, targets, node.value, self.function)
             self.info.counters.test(node.value)  # `should_step = self.n % k == 0`
             if any(isinstance(t, cst.Attribute) and t.attr.value in ("grad", "_grad") for t in targets):
@@ -182,12 +183,9 @@ class Collector:
             # Calling a parameter (`f()` in fastai's _with_events) may run anything handed over.
             facts.events |= func.value == "backward" or func.value in facts.parameters
             self.info.name_calls[func.value] += 1
-            if facts.instances:
-                instances = {arg.keyword.value if arg.keyword else f"#{position}": facts.instances[arg.value.value]
-                             for position, arg in enumerate(call.args)
-                             if type(arg.value) is cst.Name and arg.value.value in facts.instances and not arg.star}
-                if instances and not any(arg.star for arg in call.args):
-                    self.info.instance_args.append((func.value, instances))
+            instances = self._handed_instances(call)
+            if instances:
+                self.info.instance_args.append((func.value, instances))
         callee = func.attr.value if type(func) is cst.Attribute else dotted(func) or ""
         setting = accumulation_of(self.info.qualify(func) or "")
         if setting is not None:
@@ -210,6 +208,24 @@ class Collector:
             keyword = arg.keyword.value if arg.keyword else ""
             if REGISTER_CALL.match(callee) or REGISTER_KEYWORD.match(keyword):
                 self.info.registered.add(handed_name)
+
+    def _handed_instances(self, call: cst.Call) -> dict[str, str]:
+        """The instances of classes of this module a call hands over, by position or keyword:
+        a name built from one (`trainer = Trainer()`) or one built inline (`Agent(Actor())`)."""
+        found: dict[str, str] = {}
+        for position, arg in enumerate(call.args):
+            if arg.star:
+                return {}
+            value = arg.value
+            if type(value) is cst.Name:
+                cls = self.facts.instances.get(value.value)
+            elif type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in self.info.classes:
+                cls = value.func.value
+            else:
+                continue
+            if cls is not None:
+                found[arg.keyword.value if arg.keyword else f"#{position}"] = cls
+        return found
 
     def _engine(self, key: str, framework: Framework, call: cst.Call) -> None:
         """`trainer = create_supervised_trainer(model, optimizer, ...)`: its optimizer and N."""
@@ -248,6 +264,23 @@ class Collector:
         for target in targets:
             if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
                 cls.fields.setdefault(target.attr.value, value.value)
+
+    def _callable(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        """`self.gen_loss = hinge_gen_loss` (a name not among the method's parameters) or
+        `self.recon = F.l1_loss` (a torch function) in a method: the attribute is a function."""
+        cls = self.cls
+        if cls is None:
+            return
+        name = dotted(value) if type(value) is cst.Name or type(value) is cst.Attribute else None
+        if name is not None and "." in name:
+            qualified = self.info.qualify_name(name)
+            name = qualified if qualified.startswith("torch.") and qualified.rpartition(".")[2].islower() else None
+        elif name is not None and (name in self.facts.parameters or name == "self"):
+            name = None
+        for target in targets:
+            if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self":
+                key = receiver_key(target)
+                cls.callables[key] = name if cls.callables.get(key, name) == name else None
 
     def assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         for target in targets:

@@ -25,6 +25,9 @@ class ClassInfo:
     attributes: dict[str, str] = field(default_factory=dict)  # `self.agent` -> class name (as instances)
     built: dict[str, cst.Call] = field(default_factory=dict)  # `self.agent` -> the call that built it
     fields: dict[str, str] = field(default_factory=dict)  # `self.opt = optimizer` in __init__: opt -> optimizer
+    # `self.gen_loss = hinge_gen_loss`, `self.recon = F.l1_loss`: a function (None: assigned
+    # anything else somewhere in the class): calling it runs that function, no module.
+    callables: dict[str, Optional[str]] = field(default_factory=dict)
     node: Optional[cst.ClassDef] = None
 
 
@@ -173,20 +176,32 @@ class ModuleInfo:
 
 
 def _typed_parameters(info: ModuleInfo) -> dict[tuple[int, str], str]:
-    """Parameters of module-level functions that every call by name hands an instance of one
-    class of this module (issue 45: a `train(args, trainer)` that calls `trainer.train_step()`)."""
+    """Parameters of module-level functions and constructors that every call by name hands an
+    instance of one class of this module (issue 45: a `train(args, trainer)` that calls
+    `trainer.train_step()`; `Trainer(vae)` whose `self.vae(img)` runs the VAE's forward)."""
     seen: dict[tuple[str, str], Counter[str]] = {}
     for name, handed in info.instance_args:
-        function = info.functions.get(name)
+        function = _called(info, name)
         if function is None:
             continue
         params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        params = params[1:] if function is not info.functions.get(name) else params  # a constructor's `self`
         for where, cls in handed.items():
             param = params[int(where[1:])] if where.startswith("#") and int(where[1:]) < len(params) else where
             seen.setdefault((name, param), Counter())[cls] += 1
     typed = {}
     for (name, param), classes in seen.items():
         (cls, count), = classes.most_common(1)
-        if len(classes) == 1 and count == info.name_calls[name] and cls in info.classes:
-            typed[(id(info.functions[name]), param)] = cls
+        function = _called(info, name)
+        if len(classes) == 1 and count == info.name_calls[name] and cls in info.classes and function is not None:
+            typed[(id(function), param)] = cls
     return typed
+
+
+def _called(info: ModuleInfo, name: str) -> Optional[cst.FunctionDef]:
+    """What a call by `name` runs: a module-level function, or a class's constructor
+    (`Trainer(vae)` hands `vae` to `Trainer.__init__`)."""
+    cls = info.classes.get(name)
+    if cls is not None:
+        return info.method(cls, "__init__")
+    return info.functions.get(name)

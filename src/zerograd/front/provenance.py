@@ -19,7 +19,7 @@ from typing import NamedTuple, Optional
 
 import libcst as cst
 
-from ..analysis.keys import rebase, related, root_of, within
+from ..analysis.keys import moved, rebase, related, root_of, within
 from ..analysis.model import Reach
 from ..knowledge.values import NEW_TENSOR_METHODS, RECEIVER_ONLY, SCALER_PASS, makes_leaf, runs_only_itself
 from .naming import block_of, dotted, loss_of, receiver_key, suites
@@ -41,7 +41,13 @@ Callee = tuple[cst.FunctionDef, Optional[str], "Resolver"]
 Resolver = Callable[[cst.BaseExpression], Optional[Callee]]
 DEPTH = 4  # calls followed into, one inside another: deeper ones are opaque
 SUMMARIES = 256  # distinct (function, arguments) traced in a module, plus 4 per function
-Summaries = dict[tuple[int, tuple[Reach, ...], tuple[tuple[str, str], ...], tuple[tuple[str, Reach], ...]], Reach]
+# A summary's key: the function, what its arguments reach, the modules handed over, the
+# caller's values of the object's fields, the held modules as it names them, the literal arguments.
+Summaries = dict[tuple[int, tuple[Reach, ...], tuple[tuple[str, str], ...], tuple[tuple[str, Reach], ...],
+                       frozenset[str], tuple[tuple[str, object], ...]], Reach]
+_UNKNOWN = object()  # a value no literal gives
+_WHOLE = frozenset({"self"})
+_OUTER = "^"  # marks a caller's key inside a method of another object (_inward_key)
 
 
 class Names(NamedTuple):
@@ -53,6 +59,8 @@ class Names(NamedTuple):
     tensors: set[str]  # held sets that are tensors of their own (holdings.py), not modules
     # The instances a function's object holds, built in its class (`self.bce` -> `torch.nn.BCELoss`).
     instances: Callable[[Optional[cst.FunctionDef]], dict[str, str]]
+    # The functions its attributes are (`self.gen_loss` -> `hinge_gen_loss`, ClassInfo.callables).
+    callables: Callable[[Optional[cst.FunctionDef]], dict[str, str]]
 
 
 def union(*parts: Reach) -> Reach:
@@ -72,13 +80,14 @@ class Tracer:
     def __init__(self, modules: frozenset[str], key: Key, params: frozenset[str], ours: frozenset[str],
                  names: Names, resolve: Optional[Resolver] = None,
                  depth: int = 0, summaries: Optional[Summaries] = None, limit: int = SUMMARIES,
-                 function: Optional[cst.FunctionDef] = None) -> None:
+                 function: Optional[cst.FunctionDef] = None, literals: Optional[dict[str, object]] = None) -> None:
         self.modules = modules  # receivers some optimizer holds the parameters of
         self.key = key
         self.params = params
         self.ours = ours  # functions defined in this module: calling one may run any module
         self.names = names
         self.instances = names.instances(function)
+        self.callables = names.callables(function)
         # The held sets that are tensors of their own: read on every name's value, usually none.
         self.tensors = [m for m in modules if m in names.tensors]
         self.resolve = resolve
@@ -92,11 +101,17 @@ class Tracer:
         self.found: dict[int, Reach] = {}
         self.returns: list[Reach] = []
         self.cutting = False  # inside `with torch.no_grad():`
+        # The parameters a call gave a literal (`return_loss=True`, a default): they decide its
+        # branches, as the caller's call runs them (issue 45: `for_G=True`, `mode="disc"`).
+        self.literals = literals or {}
+        self.done = False  # a `return` ended the path being read
 
     # --- statements -------------------------------------------------------------------------
 
     def block(self, body: Sequence[cst.CSTNode]) -> None:
         for statement in body:
+            if self.done:
+                return
             self.statement(statement)
 
     def statement(self, node: cst.CSTNode) -> None:
@@ -114,13 +129,42 @@ class Tracer:
             self._bind(node.target, batches)
             self._freezing_loop(node)
             self.block(block_of(node.body))
+            self.done = False  # the loop may run no time
             if node.orelse is not None:
                 self.block(block_of(node.orelse.body))
+                self.done = False
         elif isinstance(node, cst.With):
             self._with(node)
+        elif isinstance(node, cst.If):
+            self._if(node)
         else:
             for suite in suites(node):
                 self.block(block_of(suite))
+                self.done = False  # a loop that may not run, a `try` that may raise
+
+    def _if(self, node: cst.If) -> None:
+        """A branch the literal arguments decide is the only one read; else both, one after the
+        other, and the path ends only if both do."""
+        taken = _decided(node.test, self.literals) if self.literals else None
+        if taken is not True:
+            orelse = node.orelse
+            if taken is False:
+                if isinstance(orelse, cst.If):
+                    self._if(orelse)
+                elif orelse is not None:
+                    self.block(block_of(orelse.body))
+                return
+        self.block(block_of(node.body))
+        if taken is True:
+            return
+        ended, self.done = self.done, False
+        if isinstance(node.orelse, cst.If):
+            self._if(node.orelse)
+        elif node.orelse is not None:
+            self.block(block_of(node.orelse.body))
+        else:
+            return
+        self.done = ended and self.done
 
     def _with(self, node: cst.With) -> None:
         saved = self.cutting
@@ -138,8 +182,10 @@ class Tracer:
 
     def small(self, node: cst.CSTNode) -> None:
         self._calls(node)
-        if isinstance(node, cst.Return) and node.value is not None:
-            self.returns.append(self.value(node.value))
+        if isinstance(node, cst.Return):
+            if node.value is not None:
+                self.returns.append(self.value(node.value))
+            self.done = True
         elif isinstance(node, cst.Assign):
             value = self.value(node.value)
             for target in node.targets:
@@ -169,6 +215,8 @@ class Tracer:
                 self.found[id(call)] = self._unfrozen(self.value(loss_of(call, func)))
             elif name.endswith("autograd.backward") and call.args:
                 self.found[id(call)] = self._unfrozen(self.value(call.args[0].value))
+            elif isinstance(func, cst.Attribute) and name == "detach_" and isinstance(func.value, (cst.Name, cst.Attribute)):
+                self.env[self.key(func.value)] = cut(self.value(func.value))  # detached in place
             elif isinstance(func, cst.Attribute) and name == "requires_grad_":
                 self._freeze([func.value], _flag(call.args[0].value if call.args else None, True))
             elif "requires_grad" in name and len(call.args) >= 2:
@@ -248,6 +296,9 @@ class Tracer:
     def _call(self, node: cst.Call) -> Reach:
         func = node.func
         args = [self.value(a.value) for a in node.args]
+        function = self.callables.get(self.key(func)) if isinstance(func, cst.Attribute) and self.callables else None
+        if function is not None:
+            return self._function_attribute(node, function, args)
         if isinstance(func, cst.Attribute) and func.attr.value in _DETACHING:
             return cut(self.value(func.value))
         if isinstance(func, (cst.Name, cst.Attribute, cst.Subscript)):
@@ -258,7 +309,7 @@ class Tracer:
             # be any entry an optimizer holds (`nets[0](x)` is that entry).
             called |= {m for c in forms if c.endswith("[*]") for m in self.modules if m.startswith(c[:-2] + "[")}
             if called:
-                return union(Reach(frozenset(called), frozenset(), False), *args)
+                return self._module_call(node, args, called)
         library = self._library(node)
         if library is not None:
             return library
@@ -296,6 +347,32 @@ class Tracer:
         head = (dotted(receiver) or "").split(".", 1)[0]
         return head == "self" and isinstance(receiver, cst.Name) or (head not in self.env and self.names.imported(head))
 
+    def _function_attribute(self, node: cst.Call, function: str, args: list[Reach]) -> Reach:
+        """A call of an attribute that is a function: one of this module is followed, a torch
+        function mixes its arguments' graphs."""
+        if function.startswith("torch."):
+            return union(CLEAN, *args)
+        summary = self._summary(node.with_changes(func=cst.Name(function)), args) if function in self.ours else None
+        return summary if summary is not None else union(OPAQUE, *args)
+
+    def _module_call(self, node: cst.Call, args: list[Reach], called: set[str]) -> Reach:
+        """A call of a module an optimizer holds, or of something within one. A method of a class
+        of ours (`self.encode(x)` where `self` is held) is followed like any call of ours.
+        Calling a module of a class of ours runs its `forward`: the parts of it that forward
+        calls are reached for certain, besides the module as a whole (which may be, all of it)."""
+        whole = union(Reach(frozenset(called), frozenset(), False), *args)
+        callee = self.resolve(node.func) if self.resolve is not None and len(called) == 1 else None
+        if callee is None:
+            return whole
+        inner = self._summary(node, args)
+        if inner is None:
+            return whole
+        (module,) = called
+        if callee[1] != module:  # a method or a function, not the module's forward
+            return inner
+        return union(whole, Reach(frozenset(m for m in inner.modules if m != module and within(m, module)),
+                                  frozenset(), False))
+
     def _summary(self, node: cst.Call, args: list[Reach]) -> Optional[Reach]:
         """A call of a function of this module (issue 45): what its return value reaches, its
         body traced with its parameters bound to what the arguments reach (`self.X` is the
@@ -313,14 +390,26 @@ class Tracer:
         # What the caller assigned to the object's attributes before the call is what the method
         # reads of `self` (`self.fake = self.G(z)`, then `self.d_loss(real)` reading `self.fake`).
         fields = tuple(sorted(self._fields(receiver).items()))
-        memo = (id(function), tuple(args), tuple(sorted(handed.items())), fields)
+        literals = _literals(function, bound, receiver is not None)
+        modules = self.modules
+        if receiver not in (None, "self"):
+            # In a method of another object, `self` is the receiver: every key moves to its terms
+            # (`self.vae.discr` is its `self.discr`), and the caller's own are kept apart.
+            args = [_inward(a, receiver) for a in args]
+            handed = {param: _inward_key(module, receiver) for param, module in handed.items()}
+            fields = tuple((name, _inward(value, receiver)) for name, value in fields)
+            inside = any(within(receiver, m) for m in modules)  # the whole object is held (`self`)
+            modules = frozenset(_inward_key(m, receiver) for m in modules) | (_WHOLE if inside else frozenset())
+        memo = (id(function), tuple(args), tuple(sorted(handed.items())), fields, modules,
+                tuple(sorted(literals.items())))
         found = self.summaries.get(memo)
         if found is None:
             if len(self.summaries) >= self.limit:
                 return None  # calls into a large web of functions: the module's cost stays linear
             self.summaries[memo] = OPAQUE  # while it is computed: a call back into it is opaque
-            found = self.summaries[memo] = self._traced(function, resolve, bound, args, handed, dict(fields))
-        return found if receiver in (None, "self") else _renamed(found, "self", receiver)
+            found = self.summaries[memo] = self._traced(function, resolve, bound, args, handed, dict(fields),
+                                                        modules, literals)
+        return found if receiver in (None, "self") else _outward(found, receiver)
 
     def _fields(self, receiver: Optional[str]) -> dict[str, Reach]:
         """The caller's values of `receiver.X`, as the method names them (`self.X`)."""
@@ -330,7 +419,8 @@ class Tracer:
                 if key.startswith(receiver + ".") and "." not in key[len(receiver) + 1:]}
 
     def _traced(self, function: cst.FunctionDef, resolve: Resolver, bound: dict[str, cst.BaseExpression],
-                args: list[Reach], handed: dict[str, str], fields: dict[str, Reach]) -> Reach:
+                args: list[Reach], handed: dict[str, str], fields: dict[str, Reach], modules: frozenset[str],
+                literals: dict[str, object]) -> Reach:
         params = frozenset(p.name.value for p in (*function.params.posonly_params, *function.params.params,
                                                    *function.params.kwonly_params))
 
@@ -339,8 +429,8 @@ class Tracer:
             root = root_of(written)
             return rebase(written, root, handed[root]) or written if root in handed else written
 
-        inner = Tracer(self.modules, named, params, self.ours, self.names, resolve, self.depth + 1, self.summaries,
-                       self.limit, function)
+        inner = Tracer(modules, named, params, self.ours, self.names, resolve, self.depth + 1, self.summaries,
+                       self.limit, function, literals)
         inner.env.update(fields)
         inner.env.update((param, reach) for (param, _), reach in zip(bound.items(), args) if param not in handed)
         inner.block(block_of(function.body))
@@ -361,10 +451,77 @@ def _bind(function: cst.FunctionDef, args: Sequence[cst.Arg], method: bool) -> O
     return bound
 
 
-def _renamed(reach: Reach, old: str, new: str) -> Reach:
-    def moved(keys: frozenset[str]) -> frozenset[str]:
-        return frozenset(rebase(k, old, new) or k for k in keys)
-    return Reach(moved(reach.modules), moved(reach.cut), reach.opaque)
+def _inward_key(key: str, receiver: str) -> str:
+    """A caller's key as a method of `receiver` names it: within the receiver, under `self`;
+    the caller's other `self.` keys marked (`^self.critic`: not the callee's `self.critic`)."""
+    if within(key, receiver):
+        return moved(key, receiver, "self") or key
+    return _OUTER + key if root_of(key) == "self" or key.startswith(_OUTER) else key
+
+
+def _outward_key(key: str, receiver: str) -> str:
+    """A method's key back in its caller's terms."""
+    if key.startswith(_OUTER):
+        return key[1:]
+    return moved(key, "self", receiver) or key
+
+
+def _inward(reach: Reach, receiver: str) -> Reach:
+    return Reach(frozenset(_inward_key(k, receiver) for k in reach.modules),
+                 frozenset(_inward_key(k, receiver) for k in reach.cut), reach.opaque)
+
+
+def _outward(reach: Reach, receiver: str) -> Reach:
+    return Reach(frozenset(_outward_key(k, receiver) for k in reach.modules),
+                 frozenset(_outward_key(k, receiver) for k in reach.cut), reach.opaque)
+
+
+def _literals(function: cst.FunctionDef, bound: dict[str, cst.BaseExpression], method: bool) -> dict[str, object]:
+    """The callee's parameters a call gives a literal: an argument written as one, else a
+    literal default."""
+    found: dict[str, object] = {}
+    params = function.params
+    for param in (*params.posonly_params, *params.params, *params.kwonly_params)[1 if method else 0:]:
+        name = param.name.value
+        given = bound.get(name, param.default)
+        value = _literal(given) if given is not None else _UNKNOWN
+        if value is not _UNKNOWN:
+            found[name] = value
+    return found
+
+
+def _literal(node: cst.BaseExpression) -> object:
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[node.value]
+    if isinstance(node, (cst.Integer, cst.SimpleString)):
+        return node.evaluated_value
+    return _UNKNOWN
+
+
+def _decided(test: cst.BaseExpression, literals: dict[str, object]) -> Optional[bool]:
+    """What a test is, given the literal parameters (None: not decided)."""
+    if isinstance(test, cst.Name):
+        value = literals.get(test.value, _literal(test))
+        return None if value is _UNKNOWN else bool(value)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        inner = _decided(test.expression, literals)
+        return None if inner is None else not inner
+    if isinstance(test, cst.BooleanOperation):
+        left, right = _decided(test.left, literals), _decided(test.right, literals)
+        if isinstance(test.operator, cst.And):
+            return False if False in (left, right) else (True if left and right else None)
+        return True if True in (left, right) else (False if left is False and right is False else None)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name):
+        left_value = literals.get(test.left.value, _UNKNOWN)
+        target = test.comparisons[0]
+        right_value = _literal(target.comparator)
+        if left_value is _UNKNOWN or right_value is _UNKNOWN:
+            return None
+        if isinstance(target.operator, (cst.Equal, cst.Is)):
+            return left_value == right_value
+        if isinstance(target.operator, (cst.NotEqual, cst.IsNot)):
+            return left_value != right_value
+    return None
 
 
 def _elements(node: cst.CSTNode) -> list[cst.BaseElement]:

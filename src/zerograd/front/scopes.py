@@ -106,7 +106,8 @@ class Builder(Receivers, Windows):
             return {}
         params = frozenset(self._facts(ctx).parameters) if ctx.function is not None else frozenset()
         table = self.info.table
-        names = Names(self.info.qualify, self.info.aliases.__contains__, table.is_scaler, table.tensors, self._instances)
+        names = Names(self.info.qualify, self.info.aliases.__contains__, table.is_scaler, table.tensors, self._instances,
+                      self._callables)
         return trace(body, frozenset().union(*modules), lambda node: self.key(node, ctx), params,
                      frozenset(self.info.functions), names, self._resolver(ctx), self.returns,
                      SUMMARIES + 4 * len(self.info.every_function), ctx.function)
@@ -118,16 +119,33 @@ class Builder(Receivers, Windows):
             return {}
         return {key: cls for info in reversed(self.info.lineage(facts.cls)) for key, cls in info.attributes.items()}
 
+    def _callables(self, function: Optional[cst.FunctionDef]) -> dict[str, str]:
+        """`self.X` -> the function it is, in the class of method `function` and its bases."""
+        facts = self.info.facts.get(id(function)) if function is not None else None
+        if facts is None or facts.cls is None:
+            return {}
+        return {key: name for info in reversed(self.info.lineage(facts.cls)) for key, name in info.callables.items()
+                if name is not None}
+
     def _resolver(self, ctx: Context) -> Resolver:
         """Functions of this module a call in `ctx` names, each with the resolver of its own body."""
         def resolve(func: cst.BaseExpression) -> Optional[Callee]:
-            found = self.resolve(func, ctx) if isinstance(func, (cst.Name, cst.Attribute)) else None
+            found = self.resolve(func, ctx) or self._forward(func, ctx) if isinstance(func, (cst.Name, cst.Attribute)) \
+                else None
             if found is None:
                 return None
             function, receiver = found
             inner = Context(function=function, cls=self.info.facts[id(function)].cls)
             return function, receiver, self._resolver(inner)
         return resolve
+
+    def _forward(self, func: cst.BaseExpression, ctx: Context) -> Optional[tuple[cst.FunctionDef, Optional[str]]]:
+        """Calling an instance of a module class of ours runs its `forward` (provenance only: a
+        forward that performs events is not followed as a call)."""
+        receiver = self.key(func, ctx)
+        cls = self._instance_class(receiver, ctx)
+        method = self.info.method(cls, "forward") if cls is not None else None
+        return (method, receiver) if method is not None else None
 
     def block(self, body: Sequence[cst.CSTNode], ctx: Context) -> Seq:
         items: list[Node] = []

@@ -43,6 +43,7 @@ def settle(collector: Collector, imported: Callable[[str], Optional[Built]] = la
         if returned is not None:
             _bind_all(collector, pending, returned, signature(function, pending.method), False)
     _export(collector, read)
+    _handed_classes(collector)
     for key, modules in _handed_links(collector):
         table.built.add(key)
         table.links.setdefault(key, set()).update(modules)
@@ -128,6 +129,20 @@ def _bind_built(collector: Collector, pending: Pending, params: Signature, key: 
     for modules in sets:
         table.links.setdefault(key, set()).update(modules)
         table.builds.setdefault((pending.scope, key), set()).add(modules)
+
+
+def _handed_classes(collector: Collector) -> None:
+    """`self.vae = vae` in a constructor that every construction of the class in this module
+    hands an instance of one class of ours: `self.vae` is that class's instance, whose methods
+    and `forward` resolve (issue 45: "behind self.D set from a constructor argument")."""
+    info = collector.info
+    for cls in info.classes.values():
+        init = cls.methods.get("__init__")
+        for param, attribute in collector.holdings.stored.get(id(init), {}).items() if init is not None else ():
+            handed_class = info.parameter_class(init, param) if init is not None else None
+            if handed_class is not None and attribute not in cls.attributes:
+                cls.attributes[attribute] = handed_class
+                cls.built[attribute] = cst.Call(cst.Name(handed_class))
 
 
 def _handed_links(collector: Collector) -> Iterator[tuple[str, frozenset[str]]]:
