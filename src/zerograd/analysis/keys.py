@@ -14,6 +14,7 @@ FLAG = "flag:"  # prefix of the key of a flag's value, which only its assignment
 # The gradients of a module's parameters handed to another module's parameters (an A3C worker's
 # `shared_p._grad = p.grad`), as a target of their own: `model.grad` for `model`'s.
 HANDED = ".grad"
+OUTER = "^"  # marks a caller's key inside a method of another object (inward)
 ARGUMENT = "arg:"  # prefix of what a call's literal argument answers of its callee's test (given_facts)
 
 
@@ -75,6 +76,21 @@ def moved(key: str, old: str, new: str) -> Optional[str]:
     parts = [rebase(r, old, new) for r in removed]
     start = rebase(base, old, new)
     return None if start is None or None in parts else f"{start}[-{','.join(p for p in parts if p)}]"
+
+
+def inward(key: str, receiver: str) -> str:
+    """A caller's key as a method of `receiver` names it: within the receiver, under `self`;
+    the caller's other `self.` keys marked (`^self.critic`: not the callee's `self.critic`)."""
+    if within(key, receiver):
+        return moved(key, receiver, "self") or key
+    return OUTER + key if root_of(key) == "self" or key.startswith(OUTER) else key
+
+
+def outward(key: str, receiver: str) -> str:
+    """A method's key back in its caller's terms."""
+    if key.startswith(OUTER):
+        return key[1:]
+    return moved(key, "self", receiver) or key
 
 
 def difference(key: str) -> tuple[Optional[str], list[str]]:

@@ -9,7 +9,9 @@ parameters, or a `set_requires_grad(nets, False)` helper is left out of every ba
 is unfrozen. A value read from outside the scope (a parameter, an attribute, a call of a
 method of ours) may carry anything: it is *opaque*, which never proves that a loss reaches only
 some modules; but what a loop that calls a backward iterates (a loader handed in) is data, which
-no module made. Branches are read one after the other (a may-analysis: later definitions win).
+no module made. Branches are read one after the other (a may-analysis: later definitions win),
+unless a call's literal arguments decide them. Calling a module of a class of ours runs its
+`forward`; a method of another object is read in that object's terms (`_inward`).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from typing import NamedTuple, Optional
 
 import libcst as cst
 
-from ..analysis.keys import moved, rebase, related, root_of, within
+from ..analysis.keys import inward, outward, rebase, related, root_of, within
 from ..analysis.model import Reach
 from ..knowledge.values import NEW_TENSOR_METHODS, RECEIVER_ONLY, SCALER_PASS, makes_leaf, runs_only_itself
+from .literals import decided, literals_of
 from .naming import block_of, dotted, loss_of, receiver_key, suites
 
 CLEAN = Reach(frozenset(), frozenset(), False)
@@ -45,9 +48,7 @@ SUMMARIES = 256  # distinct (function, arguments) traced in a module, plus 4 per
 # caller's values of the object's fields, the held modules as it names them, the literal arguments.
 Summaries = dict[tuple[int, tuple[Reach, ...], tuple[tuple[str, str], ...], tuple[tuple[str, Reach], ...],
                        frozenset[str], tuple[tuple[str, object], ...]], Reach]
-_UNKNOWN = object()  # a value no literal gives
 _WHOLE = frozenset({"self"})
-_OUTER = "^"  # marks a caller's key inside a method of another object (_inward_key)
 
 
 class Names(NamedTuple):
@@ -145,7 +146,7 @@ class Tracer:
     def _if(self, node: cst.If) -> None:
         """A branch the literal arguments decide is the only one read; else both, one after the
         other, and the path ends only if both do."""
-        taken = _decided(node.test, self.literals) if self.literals else None
+        taken = decided(node.test, self.literals) if self.literals else None
         if taken is not True:
             orelse = node.orelse
             if taken is False:
@@ -390,16 +391,16 @@ class Tracer:
         # What the caller assigned to the object's attributes before the call is what the method
         # reads of `self` (`self.fake = self.G(z)`, then `self.d_loss(real)` reading `self.fake`).
         fields = tuple(sorted(self._fields(receiver).items()))
-        literals = _literals(function, bound, receiver is not None)
+        literals = literals_of(function, bound, receiver is not None)
         modules = self.modules
         if receiver not in (None, "self"):
             # In a method of another object, `self` is the receiver: every key moves to its terms
             # (`self.vae.discr` is its `self.discr`), and the caller's own are kept apart.
             args = [_inward(a, receiver) for a in args]
-            handed = {param: _inward_key(module, receiver) for param, module in handed.items()}
+            handed = {param: inward(module, receiver) for param, module in handed.items()}
             fields = tuple((name, _inward(value, receiver)) for name, value in fields)
             inside = any(within(receiver, m) for m in modules)  # the whole object is held (`self`)
-            modules = frozenset(_inward_key(m, receiver) for m in modules) | (_WHOLE if inside else frozenset())
+            modules = frozenset(inward(m, receiver) for m in modules) | (_WHOLE if inside else frozenset())
         memo = (id(function), tuple(args), tuple(sorted(handed.items())), fields, modules,
                 tuple(sorted(literals.items())))
         found = self.summaries.get(memo)
@@ -451,77 +452,14 @@ def _bind(function: cst.FunctionDef, args: Sequence[cst.Arg], method: bool) -> O
     return bound
 
 
-def _inward_key(key: str, receiver: str) -> str:
-    """A caller's key as a method of `receiver` names it: within the receiver, under `self`;
-    the caller's other `self.` keys marked (`^self.critic`: not the callee's `self.critic`)."""
-    if within(key, receiver):
-        return moved(key, receiver, "self") or key
-    return _OUTER + key if root_of(key) == "self" or key.startswith(_OUTER) else key
-
-
-def _outward_key(key: str, receiver: str) -> str:
-    """A method's key back in its caller's terms."""
-    if key.startswith(_OUTER):
-        return key[1:]
-    return moved(key, "self", receiver) or key
-
-
 def _inward(reach: Reach, receiver: str) -> Reach:
-    return Reach(frozenset(_inward_key(k, receiver) for k in reach.modules),
-                 frozenset(_inward_key(k, receiver) for k in reach.cut), reach.opaque)
+    return Reach(frozenset(inward(k, receiver) for k in reach.modules),
+                 frozenset(inward(k, receiver) for k in reach.cut), reach.opaque)
 
 
 def _outward(reach: Reach, receiver: str) -> Reach:
-    return Reach(frozenset(_outward_key(k, receiver) for k in reach.modules),
-                 frozenset(_outward_key(k, receiver) for k in reach.cut), reach.opaque)
-
-
-def _literals(function: cst.FunctionDef, bound: dict[str, cst.BaseExpression], method: bool) -> dict[str, object]:
-    """The callee's parameters a call gives a literal: an argument written as one, else a
-    literal default."""
-    found: dict[str, object] = {}
-    params = function.params
-    for param in (*params.posonly_params, *params.params, *params.kwonly_params)[1 if method else 0:]:
-        name = param.name.value
-        given = bound.get(name, param.default)
-        value = _literal(given) if given is not None else _UNKNOWN
-        if value is not _UNKNOWN:
-            found[name] = value
-    return found
-
-
-def _literal(node: cst.BaseExpression) -> object:
-    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
-        return {"True": True, "False": False, "None": None}[node.value]
-    if isinstance(node, (cst.Integer, cst.SimpleString)):
-        return node.evaluated_value
-    return _UNKNOWN
-
-
-def _decided(test: cst.BaseExpression, literals: dict[str, object]) -> Optional[bool]:
-    """What a test is, given the literal parameters (None: not decided)."""
-    if isinstance(test, cst.Name):
-        value = literals.get(test.value, _literal(test))
-        return None if value is _UNKNOWN else bool(value)
-    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        inner = _decided(test.expression, literals)
-        return None if inner is None else not inner
-    if isinstance(test, cst.BooleanOperation):
-        left, right = _decided(test.left, literals), _decided(test.right, literals)
-        if isinstance(test.operator, cst.And):
-            return False if False in (left, right) else (True if left and right else None)
-        return True if True in (left, right) else (False if left is False and right is False else None)
-    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name):
-        left_value = literals.get(test.left.value, _UNKNOWN)
-        target = test.comparisons[0]
-        right_value = _literal(target.comparator)
-        if left_value is _UNKNOWN or right_value is _UNKNOWN:
-            return None
-        if isinstance(target.operator, (cst.Equal, cst.Is)):
-            return left_value == right_value
-        if isinstance(target.operator, (cst.NotEqual, cst.IsNot)):
-            return left_value != right_value
-    return None
+    return Reach(frozenset(outward(k, receiver) for k in reach.modules),
+                 frozenset(outward(k, receiver) for k in reach.cut), reach.opaque)
 
 
 def _elements(node: cst.CSTNode) -> list[cst.BaseElement]:
