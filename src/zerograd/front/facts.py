@@ -52,6 +52,9 @@ class Collector:
         self.holdings = Holdings(info.qualify)  # what names hold, for optimizers built over them
         self.pending: list[Pending] = []  # assignments from calls of builders of this module (builders.py)
         self.maybe: list[tuple[int, str, frozenset[str]]] = []  # (scope, key, modules): _maybe_built
+        # Optimizers built over what no name of the pass holds, read again once every function
+        # is (returned.py): (scope, key, the constructor's call, the object's scope).
+        self.unheld: list[tuple[int, str, cst.Call, Optional[int]]] = []
         self.looping: tuple[str, ...] = ()  # the modules whose parameters the loop being read visits
         self.picking = False  # under a branch inside that loop: some of them only
 
@@ -400,6 +403,8 @@ class Collector:
         table.links.setdefault(key, set()).update(owners)
         if owners:
             table.builds.setdefault((self._scope(), key), set()).add(frozenset(owners))
+        else:
+            self.unheld.append((self._scope(), key, value, self._shared()))
 
     def _custom_optimizer(self, name: str) -> bool:
         """A class of this module deriving from a torch optimizer (A3C's `SharedAdam`): built over

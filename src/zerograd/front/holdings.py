@@ -21,6 +21,8 @@ from .walk import calls_in, nodes_in
 # Calls that make a tensor of their own, which no module holds (an adversarial patch, a latent).
 _FRESH = FACTORIES | {"Parameter"}
 _TORCH = ("torch", "torch.nn", "nn", "torch.nn.parameter")
+# What a call of a function of ours returns, in parameter sets, read in a scope (front/returned.py).
+Returned = Callable[[int, cst.Call], tuple[str, ...]]
 _COPIES = frozenset({"list", "set", "tuple", "iter"})  # builtins that hand back what they are given
 
 
@@ -64,7 +66,8 @@ class Holdings:
         else:
             self.held.pop((scope, name), None)
 
-    def owners(self, scope: int, value: cst.BaseExpression, shared: Optional[int] = None) -> tuple[str, ...]:
+    def owners(self, scope: int, value: cst.BaseExpression, shared: Optional[int] = None,
+               returned: Optional[Returned] = None) -> tuple[str, ...]:
         """The modules whose parameters `value` holds, read in `scope` (empty: none known): those
         whose `.parameters()` it calls, what a name it copies holds (`list(params)`), or a part of
         its own for a difference (`set(vae.parameters()) - set(vae.discr.parameters())` is
@@ -73,8 +76,8 @@ class Holdings:
                and len(value.args) == 1 and not value.args[0].star):
             value = value.args[0].value
         if type(value) is cst.BinaryOperation and type(value.operator) is cst.Subtract:
-            whole = self.owners(scope, value.left, shared)
-            removed = self.owners(scope, value.right, shared)
+            whole = self.owners(scope, value.left, shared, returned)
+            removed = self.owners(scope, value.right, shared, returned)
             if not whole or not removed or not all(any(within(r, w) and r != w for w in whole) for r in removed):
                 return ()
             return tuple(f"{w}[-{','.join(r for r in removed if within(r, w))}]"
@@ -84,7 +87,10 @@ class Holdings:
             held = self.held.get((shared if key.startswith("self.") and shared is not None else scope, key))
             if held is not None:
                 return held
-        return tuple(self.rooted(scope, parameters_owners(value)))
+        found = tuple(self.rooted(scope, parameters_owners(value)))
+        if not found and returned is not None and type(value) is cst.Call:
+            return returned(scope, value)  # `self.actor_parameters()`: what a function of ours returns
+        return found
 
     def grow(self, scope: int, name: str, value: cst.BaseExpression, looping: tuple[str, ...], picking: bool) -> None:
         """`params.append(p)` in a loop over `net.parameters()` (`looping`: `net`), or of a value
@@ -106,7 +112,8 @@ class Holdings:
         detached from what it was computed from (`x.detach().clone()`)."""
         return _fresh_tensor(self.qualify(_innermost(call).func) or "") or _detached(call)
 
-    def of_construction(self, scope: int, call: cst.Call, shared: Optional[int] = None) -> list[str]:
+    def of_construction(self, scope: int, call: cst.Call, shared: Optional[int] = None,
+                        returned: Optional[Returned] = None) -> list[str]:
         """The modules an optimizer's constructor hands it: those its parameters argument holds
         (`Adam(model.parameters())`, `Adam([patch])`, `SGD(params)`, `[{"params": enc_params},
         ...]`, `LBFGS([self.temperature])`, `Adam(list(vae_params))`) when every item is known to
@@ -114,7 +121,7 @@ class Holdings:
         it cannot read. `shared`: the scope of the object's attributes."""
         found: list[str] = []
         for item in _items(call):
-            held = self.owners(scope, item, shared)
+            held = self.owners(scope, item, shared, returned)
             if not held:
                 found = []
                 break

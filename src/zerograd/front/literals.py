@@ -4,9 +4,12 @@ summary of the call reads only that one (front/provenance.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Optional
 
 import libcst as cst
+
+from .naming import block_of, suites
 
 _UNKNOWN = object()  # a value no literal gives
 
@@ -57,3 +60,43 @@ def decided(test: cst.BaseExpression, literals: dict[str, object]) -> Optional[b
         if isinstance(target.operator, (cst.NotEqual, cst.IsNot)):
             return left_value != right_value
     return None
+
+
+def returns_taken(function: cst.FunctionDef, literals: dict[str, object]) -> list[cst.Return]:
+    """The `return` statements a call with these literal arguments may reach."""
+    found: list[cst.Return] = []
+    _walk(block_of(function.body), literals, found)
+    return found
+
+
+def _walk(body: Sequence[cst.CSTNode], literals: dict[str, object], found: list[cst.Return]) -> bool:
+    """Collect the returns of `body`; whether every path through it returns."""
+    for statement in body:
+        if isinstance(statement, cst.SimpleStatementLine):
+            returned = next((s for s in statement.body if isinstance(s, cst.Return)), None)
+            if returned is not None:
+                found.append(returned)
+                return True
+        elif isinstance(statement, cst.If):
+            if _if(statement, literals, found):
+                return True
+        elif not isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            for suite in suites(statement):  # a loop or a `try` may return, or not
+                _walk(block_of(suite), literals, found)
+    return False
+
+
+def _if(node: cst.If, literals: dict[str, object], found: list[cst.Return]) -> bool:
+    taken = decided(node.test, literals)
+    orelse = node.orelse
+    if taken is not False:
+        ends = _walk(block_of(node.body), literals, found)
+        if taken is True:
+            return ends
+    else:
+        ends = True
+    if isinstance(orelse, cst.If):
+        return _if(orelse, literals, found) and ends
+    if orelse is not None:
+        return _walk(block_of(orelse.body), literals, found) and ends
+    return False

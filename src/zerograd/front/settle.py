@@ -21,6 +21,7 @@ from .constructed import handed
 from .facts import Collector
 from .moduleinfo import ModuleInfo, Pending
 from .naming import receiver_key
+from .returned import Returned
 
 
 def settle(collector: Collector, imported: Callable[[str], Optional[Built]] = lambda qualified: None) -> None:
@@ -47,6 +48,7 @@ def settle(collector: Collector, imported: Callable[[str], Optional[Built]] = la
     for key, modules in _handed_links(collector):
         table.built.add(key)
         table.links.setdefault(key, set()).update(modules)
+    _returned_links(collector)
     for scope, key, modules in collector.maybe:
         if table.is_optimizer(key) and not table.links.get(key):
             table.links.setdefault(key, set()).update(modules)
@@ -129,6 +131,17 @@ def _bind_built(collector: Collector, pending: Pending, params: Signature, key: 
     for modules in sets:
         table.links.setdefault(key, set()).update(modules)
         table.builds.setdefault((pending.scope, key), set()).add(modules)
+
+
+def _returned_links(collector: Collector) -> None:
+    """Optimizers built over what a function of ours returns (`Adam(self.actor_parameters())`)."""
+    table = collector.info.table
+    returned = Returned(collector.info, collector.holdings)
+    for scope, key, call, shared in collector.unheld:
+        owners = collector.holdings.of_construction(scope, call, shared, returned)
+        if owners:
+            table.links.setdefault(key, set()).update(owners)
+            table.builds.setdefault((scope, key), set()).add(frozenset(owners))
 
 
 def _handed_classes(collector: Collector) -> None:
