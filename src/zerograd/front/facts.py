@@ -32,6 +32,7 @@ from ..knowledge.optimizers import (
 )
 from .counters import int_literal
 from .holdings import Holdings, parameters_owners, stored_parameters
+from .plain import plain, plain_parameters
 from .moduleinfo import ClassInfo, FunctionFacts, ModuleInfo, Pending, Registered
 from .naming import block_of, dotted, receiver_key, suites, text_of
 from .walk import nodes_in
@@ -145,12 +146,14 @@ class Collector:
             self.assignment(targets, node.value)
             self._field(targets, node.value)
             self._callable(targets, node.value)
+            self._plain(targets, node.value)
             self.info.counters.record(node, targets, node.value, self.function)
             self.info.counters.test(node.value)  # `should_step = self.n % k == 0`
             if any(isinstance(t, cst.Attribute) and t.attr.value in ("grad", "_grad") for t in targets):
                 self.facts.events = True  # `p.grad = None`
                 self.info.hands |= ".grad" in text_of(node.value)  # `shared._grad = p.grad`
         elif type(node) is cst.AugAssign:
+            self._plain([node.target], node.value)
             self.info.counters.record(node, [node.target], None, self.function)
             if isinstance(node.target, cst.Name):
                 self.facts.increments |= {node.target.value}
@@ -284,6 +287,22 @@ class Collector:
             if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self":
                 key = receiver_key(target)
                 cls.callables[key] = name if cls.callables.get(key, name) == name else None
+
+    def _plain(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
+        """Whether each `self.X` assigned keeps holding no graph (plain.py); `obj.X = ...` on any
+        other object may set anything."""
+        for target in targets:
+            if isinstance(target, (cst.Tuple, cst.List)):  # `self.a, self.b = f()`: each may be anything
+                self._plain([e.value for e in target.elements], cst.Name("_"))
+                continue
+            if type(target) is not cst.Attribute:
+                continue
+            if type(target.value) is cst.Name and target.value.value == "self" and self.cls is not None:
+                names = plain_parameters(self.function) if self.function is not None else frozenset()
+                key = receiver_key(target)
+                self.cls.plain[key] = self.cls.plain.get(key, True) and plain(value, names, self.info.qualify)
+            else:
+                self.info.set_from_outside.add(target.attr.value.lstrip("_"))
 
     def assignment(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         for target in targets:

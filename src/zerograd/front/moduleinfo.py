@@ -28,6 +28,7 @@ class ClassInfo:
     # `self.gen_loss = hinge_gen_loss`, `self.recon = F.l1_loss`: a function (None: assigned
     # anything else somewhere in the class): calling it runs that function, no module.
     callables: dict[str, Optional[str]] = field(default_factory=dict)
+    plain: dict[str, bool] = field(default_factory=dict)  # `self.gamma`: every assignment of it holds no graph
     node: Optional[cst.ClassDef] = None
 
 
@@ -105,6 +106,7 @@ class ModuleInfo:
     hands: bool = False  # some `.grad` is assigned another's (a hand-over: clears.Clears._handed)
     instance_args: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     builders: dict[str, Built] = field(default_factory=dict)  # functions returning optimizers (settle.py)
+    set_from_outside: set[str] = field(default_factory=set)  # attribute names assigned on other objects (`agent.alpha = ...`)
     _calls: dict[int, list[cst.Call]] = field(default_factory=dict)
     _typed: Optional[dict[tuple[int, str], str]] = None
 

@@ -62,6 +62,8 @@ class Names(NamedTuple):
     instances: Callable[[Optional[cst.FunctionDef]], dict[str, str]]
     # The functions its attributes are (`self.gen_loss` -> `hinge_gen_loss`, ClassInfo.callables).
     callables: Callable[[Optional[cst.FunctionDef]], dict[str, str]]
+    # Its attributes that hold no graph (`self.gamma = 0.99`, plain.py).
+    plain: Callable[[Optional[cst.FunctionDef]], frozenset[str]]
 
 
 def union(*parts: Reach) -> Reach:
@@ -89,6 +91,7 @@ class Tracer:
         self.names = names
         self.instances = names.instances(function)
         self.callables = names.callables(function)
+        self.plain = names.plain(function)
         # The held sets that are tensors of their own: read on every name's value, usually none.
         self.tensors = [m for m in modules if m in names.tensors]
         self.resolve = resolve
@@ -277,7 +280,12 @@ class Tracer:
             if isinstance(node, cst.Attribute) and node.attr.value in _DESCRIBING:
                 return CLEAN
             held = self._held(key, CLEAN)
-            return held if held.modules else self.value(node.value)
+            if held.modules:
+                return held
+            if key in self.plain:
+                return CLEAN  # a constant or a hyperparameter of the object
+            read = self._property(node) if isinstance(node, cst.Attribute) else None
+            return read if read is not None else self.value(node.value)
         if isinstance(node, cst.Call):
             return self._call(node)
         if isinstance(node, (cst.Lambda, cst.BaseString, cst.Integer, cst.Float, cst.Imaginary, cst.Ellipsis)):
@@ -285,6 +293,15 @@ class Tracer:
         parts = [self.value(child) for child in node.children if isinstance(child, cst.BaseExpression)]
         parts += [self.value(e.value) for e in _elements(node)]
         return union(CLEAN, *parts)
+
+    def _property(self, node: cst.Attribute) -> Optional[Reach]:
+        """`self.alpha` where `alpha` is a property of ours (`return self.log_alpha.exp()`): what
+        it returns."""
+        callee = self.resolve(node) if self.resolve is not None else None
+        if callee is None or not any(isinstance(d.decorator, cst.Name) and d.decorator.value == "property"
+                                     for d in callee[0].decorators):
+            return None
+        return self._summary(cst.Call(func=node), [])
 
     def _held(self, key: str, value: Reach) -> Reach:
         """What reading `key` reaches: a tensor an optimizer holds by itself (`Adam([patch])`)

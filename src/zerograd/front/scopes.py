@@ -107,7 +107,7 @@ class Builder(Receivers, Windows):
         params = frozenset(self._facts(ctx).parameters) if ctx.function is not None else frozenset()
         table = self.info.table
         names = Names(self.info.qualify, self.info.aliases.__contains__, table.is_scaler, table.tensors, self._instances,
-                      self._callables)
+                      self._callables, self._plain)
         return trace(body, frozenset().union(*modules), lambda node: self.key(node, ctx), params,
                      frozenset(self.info.functions), names, self._resolver(ctx), self.returns,
                      SUMMARIES + 4 * len(self.info.every_function), ctx.function)
@@ -126,6 +126,17 @@ class Builder(Receivers, Windows):
             return {}
         return {key: name for info in reversed(self.info.lineage(facts.cls)) for key, name in info.callables.items()
                 if name is not None}
+
+    def _plain(self, function: Optional[cst.FunctionDef]) -> frozenset[str]:
+        """The attributes of method `function`'s object that hold no graph (plain.py)."""
+        facts = self.info.facts.get(id(function)) if function is not None else None
+        if facts is None or facts.cls is None:
+            return frozenset()
+        lineage = self.info.lineage(facts.cls)
+        keys = {key for info in lineage for key in info.plain}
+        outside = self.info.set_from_outside
+        return frozenset(k for k in keys if all(info.plain.get(k, True) for info in lineage)
+                         and k.rpartition(".")[2] not in outside)
 
     def _resolver(self, ctx: Context) -> Resolver:
         """Functions of this module a call in `ctx` names, each with the resolver of its own body."""
