@@ -32,9 +32,9 @@ from ..knowledge.optimizers import (
 )
 from .counters import int_literal
 from .holdings import Holdings, parameters_owners, stored_parameters
-from .plain import plain, plain_parameters
 from .moduleinfo import ClassInfo, FunctionFacts, ModuleInfo, Pending, Registered
 from .naming import block_of, dotted, receiver_key, suites, text_of
+from .plain import plain, plain_parameters
 from .walk import nodes_in
 
 # Module methods that return the module itself.
