@@ -29,6 +29,10 @@ class Reach(NamedTuple):
     modules: frozenset[str]  # modules whose calls the loss is computed from
     cut: frozenset[str]  # modules cut off on the way (`.detach()`, `torch.no_grad()`, frozen)
     opaque: bool  # it reads values from outside the scope, which may carry any module
+    # (upstream, downstream): a module called on what another computed (`D(G(z))`: (G, D)). A
+    # module of one optimizer reached only beside another's (`model2(x) + model1(x)`), never
+    # feeding it nor fed by it, is a term of its own in the loss, not the other's leak.
+    chained: frozenset[tuple[str, str]] = frozenset()
 
 
 @dataclass(frozen=True)

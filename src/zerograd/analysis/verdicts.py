@@ -7,7 +7,7 @@ from typing import NamedTuple, Optional
 
 from .flow import SELF, State, Window
 from .graph import Chain
-from .keys import related
+from .keys import related, within
 from .model import Event, Reach
 
 
@@ -142,9 +142,18 @@ def _touches(modules: frozenset[str], held: frozenset[str]) -> bool:
 
 
 def _foreign(reach: Reach, mine: frozenset[str], theirs: frozenset[str]) -> bool:
-    """The loss reaches modules of mine that the other optimizer does not hold, and the other's."""
+    """The loss reaches modules of mine that the other optimizer does not hold, and the other's,
+    one feeding the other (`D(G(z))`, `actor(world(s))`): a module of mine that is only a term
+    beside the other's (`model2(x) + model1(x)`) is meant to learn from that loss."""
     return (_touches(reach.modules, theirs)
-            and any(related(m, mine) and not related(m, theirs) for m in reach.modules))
+            and any(related(m, mine) and not related(m, theirs) and _fed(m, theirs, reach.chained)
+                    for m in reach.modules))
+
+
+def _fed(module: str, theirs: frozenset[str], chained: frozenset[tuple[str, str]]) -> bool:
+    """`module` feeds one of `theirs`, or is fed by one, in the loss's computation."""
+    return any((within(a, module) or within(module, a)) and related(b, theirs)
+               or (within(b, module) or within(module, b)) and related(a, theirs) for a, b in chained)
 
 
 def _own_loss(event: Event, mine: frozenset[str], theirs: frozenset[str]) -> bool:

@@ -49,6 +49,7 @@ SUMMARIES = 256  # distinct (function, arguments) traced in a module, plus 4 per
 Summaries = dict[tuple[int, tuple[Reach, ...], tuple[tuple[str, str], ...], tuple[tuple[str, Reach], ...],
                        frozenset[str], tuple[tuple[str, object], ...]], Reach]
 _WHOLE = frozenset({"self"})
+_SUMS = (cst.Add, cst.Subtract)  # operators whose operands' gradients are independent
 
 
 class Names(NamedTuple):
@@ -70,7 +71,18 @@ def union(*parts: Reach) -> Reach:
     if len(parts) == 1:
         return parts[0]
     return Reach(frozenset().union(*(p.modules for p in parts)), frozenset().union(*(p.cut for p in parts)),
-                 any(p.opaque for p in parts))
+                 any(p.opaque for p in parts), frozenset().union(*(p.chained for p in parts)))
+
+
+def coupled(*parts: Reach) -> Reach:
+    """`union`, where the parts' graphs meet in a product or a function of several of them (not
+    a sum): each module of one is chained with each module of another (Reach.chained)."""
+    found = union(*parts)
+    with_modules = [p.modules for p in parts if p.modules]
+    if len(with_modules) < 2:
+        return found
+    pairs = {(a, b) for i, one in enumerate(with_modules) for other in with_modules[i + 1:] for a in one for b in other}
+    return found._replace(chained=found.chained | pairs)
 
 
 def cut(value: Reach) -> Reach:
@@ -261,7 +273,7 @@ class Tracer:
         if not self.frozen:
             return value
         kept = frozenset(m for m in value.modules if not any(within(m, f) for f in self.frozen))
-        return Reach(kept, value.cut | (value.modules - kept), value.opaque)
+        return Reach(kept, value.cut | (value.modules - kept), value.opaque, value.chained)
 
     # --- expressions ------------------------------------------------------------------------
 
@@ -292,6 +304,8 @@ class Tracer:
             return CLEAN
         parts = [self.value(child) for child in node.children if isinstance(child, cst.BaseExpression)]
         parts += [self.value(e.value) for e in _elements(node)]
+        if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, _SUMS):
+            return coupled(*parts)  # `alpha * log_prob`: each operand's gradient depends on the other
         return union(CLEAN, *parts)
 
     def _property(self, node: cst.Attribute) -> Optional[Reach]:
@@ -336,10 +350,10 @@ class Tracer:
             return summary
         if isinstance(func, cst.Name):
             # A function of ours may run any module; a library's (a loss, torch.cat) mixes its arguments.
-            return union(OPAQUE if func.value in self.ours else CLEAN, *args)
+            return coupled(OPAQUE if func.value in self.ours else CLEAN, *args)
         if runs_only_itself(self.instances.get(self.key(func), "")):
-            return union(CLEAN, *args)  # `self.bce(d_out, y)`: a torch.nn loss or layer of the object
-        return union(self.value(func.value) if isinstance(func, cst.Attribute) else OPAQUE, *args)
+            return coupled(CLEAN, *args)  # `self.bce(d_out, y)`: a torch.nn loss or layer of the object
+        return coupled(self.value(func.value) if isinstance(func, cst.Attribute) else OPAQUE, *args)
 
     def _library(self, node: cst.Call) -> Optional[Reach]:
         """What a library call's result carries (knowledge/values.py): a new leaf carries no
@@ -378,7 +392,8 @@ class Tracer:
         of ours (`self.encode(x)` where `self` is held) is followed like any call of ours.
         Calling a module of a class of ours runs its `forward`: the parts of it that forward
         calls are reached for certain, besides the module as a whole (which may be, all of it)."""
-        whole = union(Reach(frozenset(called), frozenset(), False), *args)
+        fed = union(CLEAN, *args).modules
+        whole = union(Reach(frozenset(called), frozenset(), False, frozenset((m, c) for m in fed for c in called)), *args)
         callee = self.resolve(node.func) if self.resolve is not None and len(called) == 1 else None
         if callee is None:
             return whole
@@ -389,7 +404,7 @@ class Tracer:
         if callee[1] != module:  # a method or a function, not the module's forward
             return inner
         return union(whole, Reach(frozenset(m for m in inner.modules if m != module and within(m, module)),
-                                  frozenset(), False))
+                                  frozenset(), False, inner.chained))
 
     def _summary(self, node: cst.Call, args: list[Reach]) -> Optional[Reach]:
         """A call of a function of this module (issue 45): what its return value reaches, its
@@ -471,12 +486,14 @@ def _bind(function: cst.FunctionDef, args: Sequence[cst.Arg], method: bool) -> O
 
 def _inward(reach: Reach, receiver: str) -> Reach:
     return Reach(frozenset(inward(k, receiver) for k in reach.modules),
-                 frozenset(inward(k, receiver) for k in reach.cut), reach.opaque)
+                 frozenset(inward(k, receiver) for k in reach.cut), reach.opaque,
+                 frozenset((inward(a, receiver), inward(b, receiver)) for a, b in reach.chained))
 
 
 def _outward(reach: Reach, receiver: str) -> Reach:
     return Reach(frozenset(outward(k, receiver) for k in reach.modules),
-                 frozenset(outward(k, receiver) for k in reach.cut), reach.opaque)
+                 frozenset(outward(k, receiver) for k in reach.cut), reach.opaque,
+                 frozenset((outward(a, receiver), outward(b, receiver)) for a, b in reach.chained))
 
 
 def _elements(node: cst.CSTNode) -> list[cst.BaseElement]:
