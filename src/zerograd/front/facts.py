@@ -30,16 +30,13 @@ from ..knowledge.optimizers import (
     is_scaler_callee,
     named_optimizer,
 )
+from ..knowledge.values import RETURNS_SELF
 from .counters import int_literal
 from .holdings import Holdings, parameters_owners, stored_parameters
 from .moduleinfo import ClassInfo, FunctionFacts, ModuleInfo, Pending, Registered
 from .naming import block_of, dotted, receiver_key, suites, text_of
 from .plain import plain, plain_parameters
 from .walk import nodes_in
-
-# Module methods that return the module itself.
-_RETURNS_SELF = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16",
-                           "requires_grad_", "to_empty"})
 
 
 class Collector:
@@ -324,7 +321,7 @@ class Collector:
             return
         # `SSLMetaArch(cfg).to(device)` is the instance built (dinov2): moving returns the module.
         while (isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute)
-               and value.func.attr.value in _RETURNS_SELF and isinstance(value.func.value, cst.Call)):
+               and value.func.attr.value in RETURNS_SELF and isinstance(value.func.value, cst.Call)):
             value = value.func.value
         for target in targets:
             if isinstance(target, cst.Name):

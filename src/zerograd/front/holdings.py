@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import libcst as cst
 
 from ..analysis.keys import rebase, root_of, within
-from ..knowledge.values import FACTORIES
+from ..knowledge.values import FACTORIES, RETURNS_SELF
 from .naming import assigned_names, block_of, receiver_key, statements_of
 from .walk import calls_in, nodes_in
 
@@ -141,15 +141,19 @@ def stored_parameters(function: cst.FunctionDef, parameters: Sequence[str]) -> d
     names = set(parameters[1:])
     stored: dict[str, set[str]] = {}
     for statement in statements_of(block_of(function.body)):
-        if not isinstance(statement, (cst.Assign, cst.AnnAssign)) or type(statement.value) is not cst.Name:
+        if not isinstance(statement, (cst.Assign, cst.AnnAssign)) or statement.value is None:
             continue
-        if statement.value.value not in names:
+        value = statement.value  # `self.actor = actor.to(device)` keeps the same module
+        while (type(value) is cst.Call and type(value.func) is cst.Attribute
+               and value.func.attr.value in RETURNS_SELF):
+            value = value.func.value
+        if type(value) is not cst.Name or value.value not in names:
             continue
         targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
         for target in targets:
             key = receiver_key(target)
             if type(target) is cst.Attribute and key.startswith("self.") and key.count(".") == 1:
-                stored.setdefault(statement.value.value, set()).add(key)
+                stored.setdefault(value.value, set()).add(key)
     if not stored:
         return {}
     rebound = assigned_names(block_of(function.body))

@@ -36,6 +36,9 @@ RECEIVER_ONLY = frozenset(
     contiguous narrow chunk split roll flip index_select gather size dim numel
     """.split()
 )
+# Module methods that return the module itself (`model.to(device)`, `net.train()`).
+RETURNS_SELF = frozenset({"to", "cuda", "cpu", "train", "eval", "float", "half", "double", "bfloat16",
+                           "requires_grad_", "to_empty"})
 # An AMP gradient scaler's method that hands back its argument scaled (`scaler.scale(loss)`).
 SCALER_PASS = "scale"
 
