@@ -226,7 +226,27 @@ def flag_definitions(body: Sequence[cst.CSTNode]) -> dict[str, Definitions]:
     `flag = False` adds nothing). A flag assigned anything else is not a condition we know."""
     found: dict[str, Optional[list[cst.BaseExpression]]] = {}
     _definitions(body, None, found)
-    return {name: tuple(tests) for name, tests in found.items() if tests}
+    resolved = {name: _copied(name, found, frozenset()) for name in found}
+    return {name: tuple(tests) for name, tests in resolved.items() if tests}
+
+
+def _copied(name: str, found: dict[str, Optional[list[cst.BaseExpression]]],
+            seen: frozenset[str]) -> Optional[list[cst.BaseExpression]]:
+    """A flag's tests, a copy of another flag (`do_clear = step_now`) standing for that flag's:
+    one decision, not two independent ones (issue 47). None: not a condition we know."""
+    tests = found.get(name)
+    if tests is None or name in seen:
+        return None
+    out: list[cst.BaseExpression] = []
+    for test in tests:
+        if isinstance(test, cst.Name):
+            copied = _copied(test.value, found, seen | {name})
+            if copied is None:
+                return None
+            out += copied
+        else:
+            out.append(test)
+    return out
 
 
 def _definitions(body: Sequence[cst.CSTNode], test: Optional[cst.BaseExpression],
@@ -255,8 +275,8 @@ def _define(name: str, value: cst.BaseExpression, test: Optional[cst.BaseExpress
         found.setdefault(name, [])
     elif literal == "True" and test is not None:
         found.setdefault(name, []).append(test)  # type: ignore[union-attr]
-    elif isinstance(value, _TESTS):
-        found.setdefault(name, []).append(value)  # type: ignore[union-attr]
+    elif isinstance(value, _TESTS) or isinstance(value, cst.Name) and literal is None:
+        found.setdefault(name, []).append(value)  # type: ignore[union-attr]  # a Name: a copy (_copied)
     else:
         found[name] = None
 
