@@ -7,6 +7,7 @@ functions handed to a framework as callbacks (evidence of a step function, secti
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Optional
 
@@ -34,7 +35,7 @@ from ..knowledge.values import RETURNS_SELF
 from .counters import int_literal
 from .holdings import Holdings, parameters_owners, stored_parameters
 from .moduleinfo import ClassInfo, FunctionFacts, ModuleInfo, Pending, Registered
-from .naming import block_of, dotted, receiver_key, suites, text_of
+from .naming import block_of, dotted, receiver_key, statements_of, suites, targets_of, text_of
 from .plain import plain, plain_parameters
 from .walk import nodes_in
 
@@ -53,6 +54,7 @@ class Collector:
         # Optimizers built over what no name of the pass holds, read again once every function
         # is (returned.py): (scope, key, the constructor's call, the object's scope).
         self.unheld: list[tuple[int, str, cst.Call, Optional[int]]] = []
+        self.copies: dict[int, dict[str, str]] = {}  # per function: _copies
         self.looping: tuple[str, ...] = ()  # the modules whose parameters the loop being read visits
         self.picking = False  # under a branch inside that loop: some of them only
 
@@ -189,6 +191,9 @@ class Collector:
             instances = self._handed_instances(call)
             if instances:
                 self.info.instance_args.append((func.value, instances))
+            shared = _shared_arguments(call, self._copies())
+            if shared:
+                self.info.shared_args.append((func.value, shared))
         callee = func.attr.value if type(func) is cst.Attribute else dotted(func) or ""
         setting = accumulation_of(self.info.qualify(func) or "")
         if setting is not None:
@@ -211,6 +216,23 @@ class Collector:
             keyword = arg.keyword.value if arg.keyword else ""
             if REGISTER_CALL.match(callee) or REGISTER_KEYWORD.match(keyword):
                 self.info.registered.add(handed_name)
+
+    def _copies(self) -> dict[str, str]:
+        """The function's names assigned once, a copy of another name (`also = boundary`)."""
+        function = self.function
+        if function is None:
+            return {}
+        found = self.copies.get(id(function))
+        if found is None:
+            body = block_of(function.body)
+            counts: Counter[str] = Counter()
+            for statement in statements_of(body):
+                counts.update(n.value for t in targets_of(statement) for n in nodes_in(t) if isinstance(n, cst.Name))
+            found = self.copies[id(function)] = {
+                s.targets[0].target.value: s.value.value for s in statements_of(body)
+                if isinstance(s, cst.Assign) and len(s.targets) == 1 and isinstance(s.targets[0].target, cst.Name)
+                and isinstance(s.value, cst.Name) and counts[s.targets[0].target.value] == 1}
+        return found
 
     def _handed_instances(self, call: cst.Call) -> dict[str, str]:
         """The instances of classes of this module a call hands over, by position or keyword:
@@ -430,6 +452,21 @@ class Collector:
 
 
 _REPLACEABLE = frozenset({"step", "zero_grad"})  # methods whose reassignment unmakes a torch optimizer
+
+
+def _shared_arguments(call: cst.Call, copies: dict[str, str]) -> frozenset[frozenset[str]]:
+    """The places (`#0`, `keyword`) a call gives one value to, grouped, where some value is given
+    twice (a name, or a copy of it: `copies`); none with a `*args` or `**kwargs`."""
+    places: dict[str, set[str]] = {}
+    for position, arg in enumerate(call.args):
+        if arg.star:
+            return frozenset()
+        if type(arg.value) is cst.Name and arg.value.value not in ("True", "False", "None"):
+            name = arg.value.value
+            for _ in range(4):  # `also = boundary`: one value
+                name = copies.get(name, name)
+            places.setdefault(name, set()).add(arg.keyword.value if arg.keyword else f"#{position}")
+    return frozenset(frozenset(p) for p in places.values() if len(p) > 1)
 
 
 def mark_relevant(info: ModuleInfo, linked: frozenset[str] = frozenset()) -> None:

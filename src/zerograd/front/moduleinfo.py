@@ -105,10 +105,14 @@ class ModuleInfo:
     name_calls: Counter[str] = field(default_factory=Counter)
     hands: bool = False  # some `.grad` is assigned another's (a hand-over: clears.Clears._handed)
     instance_args: list[tuple[str, dict[str, str]]] = field(default_factory=list)
+    # Calls by name that hand one value to several parameters (`apply(opt, boundary, boundary)`):
+    # (name, the groups of argument places given one value).
+    shared_args: list[tuple[str, frozenset[frozenset[str]]]] = field(default_factory=list)
     builders: dict[str, Built] = field(default_factory=dict)  # functions returning optimizers (settle.py)
     set_from_outside: set[str] = field(default_factory=set)  # attribute names assigned on other objects (`agent.alpha = ...`)
     _calls: dict[int, list[cst.Call]] = field(default_factory=dict)
     _typed: Optional[dict[tuple[int, str], str]] = None
+    _twins: Optional[dict[int, dict[str, str]]] = None
 
     def parameter_class(self, function: cst.FunctionDef, name: str) -> Optional[str]:
         """The class of this module whose instance every call of `function` (a module-level
@@ -116,6 +120,14 @@ class ModuleInfo:
         if self._typed is None:
             self._typed = _typed_parameters(self)
         return self._typed.get((id(function), name))
+
+    def twin_parameters(self, function: cst.FunctionDef) -> dict[str, str]:
+        """Parameters of a module-level function that every call by name hands one value
+        (`apply(opt, boundary, boundary)`): each -> the first of its group. Tests of them are
+        one test (issue 47: one window decision passed as two flags)."""
+        if self._twins is None:
+            self._twins = _twin_parameters(self)
+        return self._twins.get(id(function), {})
 
     def calls_of(self, node: cst.CSTNode) -> list[cst.Call]:
         """calls_in, computed once per node: two passes walk the same statements."""
@@ -198,6 +210,23 @@ def _typed_parameters(info: ModuleInfo) -> dict[tuple[int, str], str]:
         if len(classes) == 1 and count == info.name_calls[name] and cls in info.classes and function is not None:
             typed[(id(function), param)] = cls
     return typed
+
+
+def _twin_parameters(info: ModuleInfo) -> dict[int, dict[str, str]]:
+    seen: dict[str, Counter[frozenset[frozenset[str]]]] = {}
+    for name, groups in info.shared_args:
+        seen.setdefault(name, Counter())[groups] += 1
+    twins: dict[int, dict[str, str]] = {}
+    for name, counted in seen.items():
+        function = info.functions.get(name)
+        (groups, count), = counted.most_common(1)
+        if function is None or len(counted) != 1 or count != info.name_calls[name]:
+            continue
+        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        named = [{params[int(w[1:])] if w.startswith("#") and int(w[1:]) < len(params) else w for w in group}
+                 for group in groups]
+        twins[id(function)] = {p: min(group) for group in named for p in group if p != min(group)}
+    return twins
 
 
 def _called(info: ModuleInfo, name: str) -> Optional[cst.FunctionDef]:

@@ -93,7 +93,11 @@ class Builder(Receivers, Windows):
         # source) the loop that binds it comes round again.
         ctx = self.aliases(body, ctx)
         if ctx.function is not None:
-            ctx = replace(ctx, settings=tuple(settings_of(body, self._facts(ctx).parameters).items()))
+            settings = settings_of(body, self._facts(ctx).parameters)
+            assigned = assigned_names(body)
+            settings.update((param, cst.Name(twin)) for param, twin in self.info.twin_parameters(ctx.function).items()
+                            if param not in assigned and twin not in assigned)
+            ctx = replace(ctx, settings=tuple(settings.items()))
         ctx = replace(ctx, flags=literal_flags(body), counts=stepped_counters(body, self.info.counters.key))
         self.reaches = self.provenance(body, ctx)
         return self.block(body, ctx)
