@@ -22,13 +22,14 @@ _PLAIN_METHODS = frozenset({"normal_", "uniform_", "fill_", "zero_", "item", "to
 
 
 def plain_parameters(function: cst.FunctionDef) -> frozenset[str]:
-    """Parameters declared scalars: a literal default (`alpha=2.5`, `name="disc"`) or a scalar
-    annotation (`alpha: float`)."""
+    """Parameters declared scalars: a literal default other than None (`alpha=2.5`,
+    `name="disc"`) or a scalar annotation (`alpha: float`)."""
     found = set()
     params = function.params
     for param in (*params.posonly_params, *params.params, *params.kwonly_params):
         annotation = param.annotation.annotation if param.annotation is not None else None
-        if (param.default is not None and _literal(param.default)) or (
+        default = param.default  # `encoder=None` may be handed a module or a tensor: not a scalar
+        if (default is not None and _literal(default) and not (isinstance(default, cst.Name) and default.value == "None")) or (
                 isinstance(annotation, cst.Name) and annotation.value in _SCALARS):
             found.add(param.name.value)
     return frozenset(found)
