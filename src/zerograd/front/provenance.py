@@ -11,7 +11,7 @@ method of ours) may carry anything: it is *opaque*, which never proves that a lo
 some modules; but what a loop that calls a backward iterates (a loader handed in) is data, which
 no module made. Branches are read one after the other (a may-analysis: later definitions win),
 unless a call's literal arguments decide them. Calling a module of a class of ours runs its
-`forward`; a method of another object is read in that object's terms (`_inward`).
+`forward`; a method of another object is read in that object's terms (analysis/keys.py `inward`).
 """
 
 from __future__ import annotations
@@ -21,14 +21,13 @@ from typing import NamedTuple, Optional
 
 import libcst as cst
 
-from ..analysis.keys import inward, outward, rebase, related, root_of, within
+from ..analysis.keys import inward, rebase, related, root_of, within
 from ..analysis.model import Reach
+from ..analysis.reach import CLEAN, OPAQUE, coupled, cut, inward_reach, outward_reach, union
 from ..knowledge.values import NEW_TENSOR_METHODS, RECEIVER_ONLY, SCALER_PASS, makes_leaf, runs_only_itself
 from .literals import decided, literals_of
 from .naming import block_of, dotted, loss_of, receiver_key, suites
 
-CLEAN = Reach(frozenset(), frozenset(), False)
-OPAQUE = Reach(frozenset(), frozenset(), True)
 # Methods whose result carries no autograd graph: what they are called on is cut off.
 _DETACHING = frozenset({"detach", "detach_", "item", "tolist", "numpy", "data"})
 _BACKWARD = ("backward", "manual_backward")  # methods that backpropagate a loss
@@ -65,28 +64,6 @@ class Names(NamedTuple):
     callables: Callable[[Optional[cst.FunctionDef]], dict[str, str]]
     # Its attributes that hold no graph (`self.gamma = 0.99`, plain.py).
     plain: Callable[[Optional[cst.FunctionDef]], frozenset[str]]
-
-
-def union(*parts: Reach) -> Reach:
-    if len(parts) == 1:
-        return parts[0]
-    return Reach(frozenset().union(*(p.modules for p in parts)), frozenset().union(*(p.cut for p in parts)),
-                 any(p.opaque for p in parts), frozenset().union(*(p.chained for p in parts)))
-
-
-def coupled(*parts: Reach) -> Reach:
-    """`union`, where the parts' graphs meet in a product or a function of several of them (not
-    a sum): each module of one is chained with each module of another (Reach.chained)."""
-    found = union(*parts)
-    with_modules = [p.modules for p in parts if p.modules]
-    if len(with_modules) < 2:
-        return found
-    pairs = {(a, b) for i, one in enumerate(with_modules) for other in with_modules[i + 1:] for a in one for b in other}
-    return found._replace(chained=found.chained | pairs)
-
-
-def cut(value: Reach) -> Reach:
-    return Reach(frozenset(), value.modules | value.cut, False)
 
 
 class Tracer:
@@ -428,9 +405,9 @@ class Tracer:
         if receiver not in (None, "self"):
             # In a method of another object, `self` is the receiver: every key moves to its terms
             # (`self.vae.discr` is its `self.discr`), and the caller's own are kept apart.
-            args = [_inward(a, receiver) for a in args]
+            args = [inward_reach(a, receiver) for a in args]
             handed = {param: inward(module, receiver) for param, module in handed.items()}
-            fields = tuple((name, _inward(value, receiver)) for name, value in fields)
+            fields = tuple((name, inward_reach(value, receiver)) for name, value in fields)
             inside = any(within(receiver, m) for m in modules)  # the whole object is held (`self`)
             modules = frozenset(inward(m, receiver) for m in modules) | (_WHOLE if inside else frozenset())
         memo = (id(function), tuple(args), tuple(sorted(handed.items())), fields, modules,
@@ -442,7 +419,7 @@ class Tracer:
             self.summaries[memo] = OPAQUE  # while it is computed: a call back into it is opaque
             found = self.summaries[memo] = self._traced(function, resolve, bound, args, handed, dict(fields),
                                                         modules, literals)
-        return found if receiver in (None, "self") else _outward(found, receiver)
+        return found if receiver in (None, "self") else outward_reach(found, receiver)
 
     def _fields(self, receiver: Optional[str]) -> dict[str, Reach]:
         """The caller's values of `receiver.X`, as the method names them (`self.X`)."""
@@ -482,18 +459,6 @@ def _bind(function: cst.FunctionDef, args: Sequence[cst.Arg], method: bool) -> O
             return None
         bound[name] = arg.value
     return bound
-
-
-def _inward(reach: Reach, receiver: str) -> Reach:
-    return Reach(frozenset(inward(k, receiver) for k in reach.modules),
-                 frozenset(inward(k, receiver) for k in reach.cut), reach.opaque,
-                 frozenset((inward(a, receiver), inward(b, receiver)) for a, b in reach.chained))
-
-
-def _outward(reach: Reach, receiver: str) -> Reach:
-    return Reach(frozenset(outward(k, receiver) for k in reach.modules),
-                 frozenset(outward(k, receiver) for k in reach.cut), reach.opaque,
-                 frozenset((outward(a, receiver), outward(b, receiver)) for a, b in reach.chained))
 
 
 def _elements(node: cst.CSTNode) -> list[cst.BaseElement]:
