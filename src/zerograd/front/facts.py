@@ -184,16 +184,15 @@ class Collector:
                 self.info.table.engines.add(receiver_key(func.value))
             elif name in ("zero_grad", "clear_grad", "clear_gradients"):
                 facts.cleared |= {receiver_key(func.value)}
+            if type(func.value) is cst.Name and func.value.value == "self" and self.cls is not None:
+                self._counted(f"{self.cls.name}.{name}", call)  # `self.apply(opt, b, b)`
         elif type(func) is cst.Name:
             # Calling a parameter (`f()` in fastai's _with_events) may run anything handed over.
             facts.events |= func.value == "backward" or func.value in facts.parameters
-            self.info.name_calls[func.value] += 1
             instances = self._handed_instances(call)
             if instances:
                 self.info.instance_args.append((func.value, instances))
-            shared = _shared_arguments(call, self._copies())
-            if shared:
-                self.info.shared_args.append((func.value, shared))
+            self._counted(func.value, call)
         callee = func.attr.value if type(func) is cst.Attribute else dotted(func) or ""
         setting = accumulation_of(self.info.qualify(func) or "")
         if setting is not None:
@@ -216,6 +215,14 @@ class Collector:
             keyword = arg.keyword.value if arg.keyword else ""
             if REGISTER_CALL.match(callee) or REGISTER_KEYWORD.match(keyword):
                 self.info.registered.add(handed_name)
+
+    def _counted(self, name: str, call: cst.Call) -> None:
+        """A call by name (`f(...)`, or `Class.m` for `self.m(...)`), and the places it hands one
+        value to (ModuleInfo.twin_parameters)."""
+        self.info.name_calls[name] += 1
+        shared = _shared_arguments(call, self._copies())
+        if shared:
+            self.info.shared_args.append((name, shared))
 
     def _copies(self) -> dict[str, str]:
         """The function's names assigned once, a copy of another name (`also = boundary`)."""

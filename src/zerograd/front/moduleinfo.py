@@ -122,9 +122,10 @@ class ModuleInfo:
         return self._typed.get((id(function), name))
 
     def twin_parameters(self, function: cst.FunctionDef) -> dict[str, str]:
-        """Parameters of a module-level function that every call by name hands one value
-        (`apply(opt, boundary, boundary)`): each -> the first of its group. Tests of them are
-        one test (issue 47: one window decision passed as two flags)."""
+        """Parameters of a module-level function (or a method called as `self.m(...)`) that
+        every such call in the module hands one value (`apply(opt, boundary, boundary)`): each
+        -> the first of its group. Tests of them are one test (issue 47: one window decision
+        passed as two flags)."""
         if self._twins is None:
             self._twins = _twin_parameters(self)
         return self._twins.get(id(function), {})
@@ -213,20 +214,43 @@ def _typed_parameters(info: ModuleInfo) -> dict[tuple[int, str], str]:
 
 
 def _twin_parameters(info: ModuleInfo) -> dict[int, dict[str, str]]:
-    seen: dict[str, Counter[frozenset[frozenset[str]]]] = {}
+    """Per function: the calls of it counted (by every name it is called by) and the places each
+    hands one value to; twins where every call agrees."""
+    calls: Counter[int] = Counter()
+    seen: dict[int, Counter[frozenset[frozenset[str]]]] = {}
+    functions: dict[int, tuple[cst.FunctionDef, bool]] = {}
+    for name, count in info.name_calls.items():
+        found = _by_name(info, name)
+        if found is not None:
+            calls[id(found[0])] += count
+            functions[id(found[0])] = found
     for name, groups in info.shared_args:
-        seen.setdefault(name, Counter())[groups] += 1
+        found = _by_name(info, name)
+        if found is not None:
+            seen.setdefault(id(found[0]), Counter())[groups] += 1
     twins: dict[int, dict[str, str]] = {}
-    for name, counted in seen.items():
-        function = info.functions.get(name)
+    for key, counted in seen.items():
         (groups, count), = counted.most_common(1)
-        if function is None or len(counted) != 1 or count != info.name_calls[name]:
+        if len(counted) != 1 or count != calls[key]:
             continue
-        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        function, method = functions[key]
+        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)][int(method):]
         named = [{params[int(w[1:])] if w.startswith("#") and int(w[1:]) < len(params) else w for w in group}
                  for group in groups]
-        twins[id(function)] = {p: min(group) for group in named for p in group if p != min(group)}
+        twins[key] = {p: min(group) for group in named for p in group if p != min(group)}
     return twins
+
+
+def _by_name(info: ModuleInfo, name: str) -> Optional[tuple[cst.FunctionDef, bool]]:
+    """A module-level function called by name, or `Class.m`: the method `self.m` runs (and
+    whether it takes `self` first)."""
+    owner, _, method = name.rpartition(".")
+    if not owner:
+        function = info.functions.get(name)
+        return (function, False) if function is not None else None
+    cls = info.classes.get(owner)
+    found = info.method(cls, method) if cls is not None else None
+    return (found, True) if found is not None else None
 
 
 def _called(info: ModuleInfo, name: str) -> Optional[cst.FunctionDef]:
