@@ -55,6 +55,7 @@ class Collector:
         # is (returned.py): (scope, key, the constructor's call, the object's scope).
         self.unheld: list[tuple[int, str, cst.Call, Optional[int]]] = []
         self.copies: dict[int, dict[str, str]] = {}  # per function: _copies
+        self.scalars: dict[int, frozenset[str]] = {}  # per function: _plain_parameters
         self.looping: tuple[str, ...] = ()  # the modules whose parameters the loop being read visits
         self.picking = False  # under a branch inside that loop: some of them only
 
@@ -216,10 +217,22 @@ class Collector:
             if REGISTER_CALL.match(callee) or REGISTER_KEYWORD.match(keyword):
                 self.info.registered.add(handed_name)
 
+    def _plain_parameters(self) -> frozenset[str]:
+        """plain.plain_parameters of the function being read, once per function."""
+        function = self.function
+        if function is None:
+            return frozenset()
+        found = self.scalars.get(id(function))
+        if found is None:
+            found = self.scalars[id(function)] = plain_parameters(function)
+        return found
+
     def _counted(self, name: str, call: cst.Call) -> None:
         """A call by name (`f(...)`, or `Class.m` for `self.m(...)`), and the places it hands one
         value to (ModuleInfo.twin_parameters)."""
         self.info.name_calls[name] += 1
+        if sum(type(a.value) is cst.Name for a in call.args) < 2:
+            return  # no value handed twice: the function's copies need not be read
         shared = _shared_arguments(call, self._copies())
         if shared:
             self.info.shared_args.append((name, shared))
@@ -324,7 +337,7 @@ class Collector:
             if type(target) is not cst.Attribute:
                 continue
             if type(target.value) is cst.Name and target.value.value == "self" and self.cls is not None:
-                names = plain_parameters(self.function) if self.function is not None else frozenset()
+                names = self._plain_parameters()
                 key = receiver_key(target)
                 self.cls.plain[key] = self.cls.plain.get(key, True) and plain(value, names, self.info.qualify)
             else:

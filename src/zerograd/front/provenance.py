@@ -374,7 +374,7 @@ class Tracer:
         callee = self.resolve(node.func) if self.resolve is not None and len(called) == 1 else None
         if callee is None:
             return whole
-        inner = self._summary(node, args)
+        inner = self._summary(node, args, callee)
         if inner is None:
             return whole
         (module,) = called
@@ -383,11 +383,15 @@ class Tracer:
         return union(whole, Reach(frozenset(m for m in inner.modules if m != module and within(m, module)),
                                   frozenset(), False, inner.chained))
 
-    def _summary(self, node: cst.Call, args: list[Reach]) -> Optional[Reach]:
+    def _summary(self, node: cst.Call, args: list[Reach], callee: Optional[Callee] = None) -> Optional[Reach]:
         """A call of a function of this module (issue 45): what its return value reaches, its
         body traced with its parameters bound to what the arguments reach (`self.X` is the
-        caller's `receiver.X`); None where it cannot be followed (too deep, recursive, `*args`)."""
-        callee = self.resolve(node.func) if self.resolve is not None and self.depth < DEPTH else None
+        caller's `receiver.X`); None where it cannot be followed (too deep, recursive, `*args`).
+        `callee`: what the call resolves to, when the caller has resolved it already."""
+        if self.depth >= DEPTH:
+            return None
+        if callee is None:
+            callee = self.resolve(node.func) if self.resolve is not None else None
         if callee is None or any(arg.star for arg in node.args):
             return None
         function, receiver, resolve = callee

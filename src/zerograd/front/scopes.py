@@ -94,8 +94,9 @@ class Builder(Receivers, Windows):
         ctx = self.aliases(body, ctx)
         if ctx.function is not None:
             settings = settings_of(body, self._facts(ctx).parameters)
-            assigned = assigned_names(body)
-            settings.update((param, cst.Name(twin)) for param, twin in self.info.twin_parameters(ctx.function).items()
+            twins = self.info.twin_parameters(ctx.function)
+            assigned = assigned_names(body) if twins else frozenset()
+            settings.update((param, cst.Name(twin)) for param, twin in twins.items()
                             if param not in assigned and twin not in assigned)
             ctx = replace(ctx, settings=tuple(settings.items()))
         ctx = replace(ctx, flags=literal_flags(body), counts=stepped_counters(body, self.info.counters.key))
