@@ -22,6 +22,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from functools import partial
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
@@ -167,7 +168,7 @@ def main() -> int:
             _table(split, [e for e in entries if e[2]["split"] == split], details)
             tally = UNKNOWNS["on"]
             if tally is not None:
-                print(f"\nunknowns, {split} half (each module alone):\n{tally.report()}")
+                print(f"\nunknowns, {split} half (modules as analysed: alone, or in their linked group):\n{tally.report()}")
                 UNKNOWNS["on"] = unknowns.Tally()
     print(f"({time.perf_counter() - started:.1f} s)")
     if args.compare_elision:
@@ -247,7 +248,9 @@ def _linked(paths: list[Path], row: Counter[str], details: list[str]) -> set[Pat
     project = Project(texts)
     grouped: set[Path] = set()
     for group in project.plan():
-        found, report = inspect_group(project, group, Settings())
+        tally = UNKNOWNS["on"]
+        observe = None if tally is None else partial(unknowns.count_program, tally=tally)
+        found, report = inspect_group(project, group, Settings(), observe)
         row["linked"] += len(group)
         row["scopes"] += report.scopes
         row["stepfn"] += report.step_functions
@@ -255,8 +258,6 @@ def _linked(paths: list[Path], row: Counter[str], details: list[str]) -> set[Pat
         row.update(HOOKED + framework for framework in report.hooked)
         for name in group:
             grouped.add(Path(name))
-            if UNKNOWNS["on"] is not None:
-                unknowns.count(texts[name], UNKNOWNS["on"])
             for finding in unsuppressed(found[name], texts[name]):
                 row[finding.code] += 1
                 details.append(f"{Path(name).relative_to(CACHE / 'src')}:{finding.line}:{finding.col + 1}: "

@@ -4,8 +4,9 @@ stepped anywhere, the share whose parameter sets are resolved; with the commones
 rest. `benchmarks/realcode.py --unknowns` prints it over the corpus; the count, not a list of
 sites, is the guide to what to resolve next.
 
-Each module is read alone (its front end's program, the IR the dataflow runs on), as the
-analysis reads a module that links with no other: what a project's linking adds is not counted.
+A module is read as the analysis reads it: alone (its front end's program, the IR the dataflow
+runs on) when it links with no other, else in its group's linked program (count_program), where
+what the other modules tell of it is counted too.
 """
 
 from __future__ import annotations
@@ -62,8 +63,12 @@ def count(source: str, tally: Tally) -> None:
     except (RecursionError, MemoryError, ValueError):
         return
     program = getattr(front, "program", None)
-    if not isinstance(program, Program):
-        return  # a syntax error or a file too large: a report, no program
+    if isinstance(program, Program):  # else a syntax error or a file too large: a report
+        count_program(program, tally)
+
+
+def count_program(program: Program, tally: Tally) -> None:
+    """Add the counts of one program: a module's, or a linked group's."""
     for fid, function in enumerate(program.functions):
         events = list(_events(function.body))
         stepped = {e.target for e in events if e.kind is Kind.STEP and e.target}

@@ -66,18 +66,21 @@ def check_group(project: Project, group: list[str], settings: Settings) -> dict[
     return inspect_group(project, group, settings)[0]
 
 
-def inspect_group(project: Project, group: list[str], settings: Settings) -> tuple[dict[str, list[Finding]], Report]:
-    """check_group, and how many scopes the linked program analysed (for the benchmarks)."""
+def inspect_group(project: Project, group: list[str], settings: Settings,
+                  observe: Optional[Callable[[Program], None]] = None) -> tuple[dict[str, list[Finding]], Report]:
+    """check_group, and how many scopes the linked program analysed (for the benchmarks);
+    `observe` is shown the linked program before it is analysed (what stays unknown in it)."""
     enabled = gc.isenabled()
     gc.disable()  # acyclic trees, freed by reference counting (engine.inspect_source)
     try:
-        return _check_group(project, group, settings)
+        return _check_group(project, group, settings, observe)
     finally:
         if enabled:
             gc.enable()
 
 
-def _check_group(project: Project, group: list[str], settings: Settings) -> tuple[dict[str, list[Finding]], Report]:
+def _check_group(project: Project, group: list[str], settings: Settings,
+                 observe: Optional[Callable[[Program], None]] = None) -> tuple[dict[str, list[Finding]], Report]:
     absolute = [os.path.abspath(p) for p in group]
     linker = _Linker(project, absolute, settings)
     results: dict[str, list[Finding]] = {}
@@ -87,7 +90,10 @@ def _check_group(project: Project, group: list[str], settings: Settings) -> tupl
             results[path] = failed.findings
     report = Report([])
     if linker.order:
-        report, sited = analyse(linker.program(), linker.sites)
+        program = linker.program()
+        if observe is not None:
+            observe(program)
+        report, sited = analyse(program, linker.sites)
         linker.sites.last = None
         for path in linker.order:
             results.setdefault(path, [])
