@@ -134,7 +134,8 @@ class Clears(Calls):
         framework = self.framework(ctx)
         if framework is not None and module is not None and clears_all(framework, module):
             return [self.event(Kind.CLEAR, node, ungated, framework.optimizer, zeroes=zeroes)]
-        linked = self.info.table.optimizers_of_module(module) if module is not None else []
+        scope = id(ctx.function) if ctx.function is not None else 0
+        linked = self.info.table.optimizers_of_module(module, scope) if module is not None else []
         if module is not None:  # an optimizer this scope builds holds what it is built over here
             linked = [o for o in linked if self._may_hold(ctx, o, module)]
         spares: frozenset[str] = frozenset()
@@ -148,7 +149,6 @@ class Clears(Calls):
             # A module handed in under a name no optimizer's link uses (`net` for the caller's
             # `model`): any optimizer may hold it, but for those this scope builds over what
             # it names (`Adam([patch])`, `SGD(student.parameters())`).
-            scope = id(ctx.function) if ctx.function is not None else 0
             module, spares = None, frozenset(o for o in self.info.table.links if (scope, o) in self.info.table.builds)
         if module is None or not linked:
             return [self.event(Kind.MAYBE_CLEAR, node, ungated, module, spares=spares)]

@@ -194,6 +194,8 @@ class Collector:
             if instances:
                 self.info.instance_args.append((func.value, instances))
             self._counted(func.value, call)
+            if len(call.args) >= 2:  # may hand an optimizer and what it holds (constructed.py)
+                self.info.handing.append((self._scope(), func.value, call))
         callee = func.attr.value if type(func) is cst.Attribute else dotted(func) or ""
         setting = accumulation_of(self.info.qualify(func) or "")
         if setting is not None:

@@ -108,6 +108,12 @@ class ModuleInfo:
     # Calls by name that hand one value to several parameters (`apply(opt, boundary, boundary)`):
     # (name, the groups of argument places given one value).
     shared_args: list[tuple[str, frozenset[frozenset[str]]]] = field(default_factory=list)
+    # Calls by name of two or more arguments, where they are (scope): (scope, name, call).
+    handing: list[tuple[int, str, cst.Call]] = field(default_factory=list)
+    # What this module's calls hand another module's functions and classes (settle.py): that
+    # module -> (its function, or "" for a class's field; key as the callee names it) -> the
+    # modules it holds.
+    tells: dict[str, dict[tuple[str, str], set[str]]] = field(default_factory=dict)
     builders: dict[str, Built] = field(default_factory=dict)  # functions returning optimizers (settle.py)
     set_from_outside: set[str] = field(default_factory=set)  # attribute names assigned on other objects (`agent.alpha = ...`)
     _calls: dict[int, list[cst.Call]] = field(default_factory=dict)

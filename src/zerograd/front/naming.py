@@ -210,6 +210,11 @@ def walrus(statement: cst.CSTNode) -> Iterable[str]:
                 yield node.target.value
 
 
+def positional(function: cst.FunctionDef) -> tuple[str, ...]:
+    """The names of a function's positional parameters, in order (`self` included)."""
+    return tuple(p.name.value for p in (*function.params.posonly_params, *function.params.params))
+
+
 def bound_arguments(call: cst.Call, positional: Sequence[str]) -> tuple[dict[str, cst.BaseExpression], bool]:
     """What the call hands each named parameter (`positional`: the callee's positional ones, in
     order), up to the first `*args` or `**kwargs`; and whether there is one (what it passes is

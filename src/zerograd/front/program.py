@@ -29,7 +29,7 @@ from .counters import stepped_counters
 from .drivers import add_driver, add_registered, hooked, hooks, parameter
 from .facts import Collector, mark_relevant
 from .moduleinfo import ClassInfo, ModuleInfo
-from .naming import assigned_names, block_of, statements_of, suites
+from .naming import assigned_names, block_of, positional, statements_of, suites
 from .scopes import Builder
 from .settle import settle
 from .sites import Chunk, Sites
@@ -45,6 +45,8 @@ class Exports:
     fields: dict[str, tuple[tuple[str, ...], tuple[tuple[str, str], ...]]]
     hooked: dict[str, str] = field(default_factory=dict)  # class -> the framework calling its hooks
     builders: dict[str, Built] = field(default_factory=dict)  # function -> what it returns (builders.py)
+    # What its calls hand other modules' functions and classes (ModuleInfo.tells).
+    tells: dict[str, dict[tuple[str, str], frozenset[str]]] = field(default_factory=dict)
 
 # Names of per-batch update functions (rules.md section 3); `test_*` and `main` never are.
 STEP_NAMES = re.compile(
@@ -70,7 +72,7 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
     collector = Collector(info)
     for chunk in chunks:
         collector.statements(chunk.module.body)
-    settle(collector, outside.builder)
+    settle(collector, outside)
     mark_relevant(info, linked)
     sites = Sites(chunks)
     if _other_autograd_only(info) or _not_pytorch(info, outside.pytorch):
@@ -109,7 +111,8 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
         if _is_step_function(function, cls, builder, info):
             program.functions[position] = _with_step(program.functions[position])
     hooks = {cls.name: f.name for cls in info.class_of.values() if (f := builder.frameworks.get(id(cls))) is not None}
-    return program, sites, replace(_exports(info, index), hooked=hooks)
+    tells = {module: {key: frozenset(held) for key, held in keys.items()} for module, keys in info.tells.items()}
+    return program, sites, replace(_exports(info, index), hooked=hooks, tells=tells)
 
 
 def _hook_facts(builder: Builder, info: ModuleInfo, outside: Outside) -> None:
@@ -153,13 +156,9 @@ def _exports(info: ModuleInfo, index: dict[int, int]) -> Exports:
         init = info.method(cls, "__init__")
         owner = info.facts[id(init)].cls if init is not None else None
         if init is not None and owner is not None and owner.fields:
-            fields[cls.name] = (_positional(init), tuple(owner.fields.items()))
-    return Exports({name: (index[id(f)], _positional(f)) for name, f in named if id(f) in index}, fields,
+            fields[cls.name] = (positional(init), tuple(owner.fields.items()))
+    return Exports({name: (index[id(f)], positional(f)) for name, f in named if id(f) in index}, fields,
                    builders=info.builders)
-
-
-def _positional(function: cst.FunctionDef) -> tuple[str, ...]:
-    return tuple(p.name.value for p in (*function.params.posonly_params, *function.params.params))
 
 
 def _module_scope(builder: Builder, chunks: list[Chunk], info: ModuleInfo) -> Function:
@@ -190,14 +189,15 @@ def _function_scope(builder: Builder, function: cst.FunctionDef, cls: Optional[C
     site = builder.sites.site(function)
     local = builder.shared(assigned_names(block_of(function.body)) - params)
     return Function(function.name.value, body, site, params=params, local=local,
-                    links=_own_links(info, id(function), local))
+                    links=_own_links(info, id(function), local | params))
 
 
-def _own_links(info: ModuleInfo, scope: int, local: frozenset[str]) -> tuple[tuple[str, frozenset[str]], ...]:
-    """The modules each optimizer a scope builds under a local name is built over, there."""
-    found: dict[str, frozenset[str]] = {}
+def _own_links(info: ModuleInfo, scope: int, names: frozenset[str]) -> tuple[tuple[str, frozenset[str]], ...]:
+    """The modules each optimizer a scope builds under a local name is built over, there, and
+    what its callers hand each of its parameters (settle._handed_parameters)."""
+    found = {key: modules for (to, key), modules in info.table.handed.items() if to == scope and key in names}
     for (built_in, key), sets in info.table.builds.items():
-        if built_in == scope and key in local:
+        if built_in == scope and key in names:
             found[key] = frozenset().union(*sets)
     return tuple(sorted(found.items()))
 

@@ -106,11 +106,13 @@ class Builder(Receivers, Windows):
     def provenance(self, body: Sequence[cst.CSTNode], ctx: Context) -> dict[int, Reach]:
         """What each backward's loss reaches, where two or more optimizers hold known modules
         (the only place ZG006 can say anything)."""
-        modules = [held for held in self.info.table.links.values() if held]
+        table = self.info.table
+        modules = [held for held in table.links.values() if held]
+        params = frozenset(self._facts(ctx).parameters) if ctx.function is not None else frozenset()
+        scope = id(ctx.function)  # what callers hand its parameters (settle._handed_parameters)
+        modules += [set(held) for (to, key), held in table.handed.items() if to == scope and key in params and held]
         if len(modules) < 2:
             return {}
-        params = frozenset(self._facts(ctx).parameters) if ctx.function is not None else frozenset()
-        table = self.info.table
         names = Names(self.info.qualify, self.info.aliases.__contains__, table.is_scaler, table.tensors, self._instances,
                       self._callables, self._plain)
         return trace(body, frozenset().union(*modules), lambda node: self.key(node, ctx), params,

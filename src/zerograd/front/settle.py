@@ -15,24 +15,26 @@ from typing import Optional
 
 import libcst as cst
 
-from ..knowledge.optimizers import Built, Signature, Slot, is_optimizer_callee
+from ..knowledge.frameworks import ALONE, Callee, Outside
+from ..knowledge.optimizers import Signature, Slot, is_optimizer_callee
 from .builders import LIGHTNING_HOOK, LIGHTNING_OPTIMIZERS, NOT, Reader, assigned_in, rebound, returns_of, signature, slots
 from .constructed import handed
 from .facts import Collector
 from .moduleinfo import ModuleInfo, Pending
-from .naming import receiver_key
+from .naming import positional, receiver_key
 from .returned import Returned
 
 
-def settle(collector: Collector, imported: Callable[[str], Optional[Built]] = lambda qualified: None) -> None:
-    """`imported`: what a builder of another module of the project returns (linking.py)."""
+def settle(collector: Collector, outside: Outside = ALONE) -> None:
+    """`outside`: what the other modules of the project say (linking.py): what their builders
+    return, their functions and classes, what they hand this module's."""
     info = collector.info
     table = info.table
     table.tensors = collector.holdings.tensors
     read: dict[tuple[int, bool], Optional[list[Slot]]] = {}  # (builder, lightning) -> what it returns
     for pending in collector.pending:
         if pending.imported:
-            built = imported(pending.callee)
+            built = outside.builder(pending.callee)
             if built is not None:
                 _bind_all(collector, pending, list(built[1]), built[0], True)
             continue
@@ -48,6 +50,17 @@ def settle(collector: Collector, imported: Callable[[str], Optional[Built]] = la
     for key, modules in _handed_links(collector):
         table.built.add(key)
         table.links.setdefault(key, set()).update(modules)
+    # A parameter's holdings are its function's own (program._own_links): another function may
+    # name another optimizer alike (identity by binding, not by name).
+    for (name, key), modules in [*outside.incoming.items(), *_handed_parameters(collector, outside)]:
+        callee = info.functions.get(name) if name else None
+        if callee is not None:
+            where = (id(callee), key)
+            if where not in table.builds and where not in table.grown:  # else what it builds or grows decides
+                table.handed[where] = table.handed.get(where, frozenset()) | modules
+        elif not name:  # a class's field
+            table.built.add(key)
+            table.links.setdefault(key, set()).update(modules)
     _returned_links(collector)
     for scope, key, modules in collector.maybe:
         if table.is_optimizer(key) and not table.links.get(key):
@@ -167,7 +180,45 @@ def _handed_links(collector: Collector) -> Iterator[tuple[str, frozenset[str]]]:
             init = info.method(cls, "__init__") if cls is not None else None
             owner = info.facts[id(init)].cls if init is not None else None
             if init is not None and owner is not None and owner.fields and call is not None:
-                yield from handed(init, owner.fields, call, partial(_handed_held, collector, scope=scope))
+                kept = {f"self.{attribute}": param for attribute, param in owner.fields.items()}
+                yield from handed(positional(init)[1:], kept, call, partial(_handed_held, collector, scope=scope))
+
+
+def _handed_parameters(collector: Collector, outside: Outside) -> Iterator[tuple[tuple[str, str], frozenset[str]]]:
+    """What the optimizers handed to functions hold where every call of the function by its name
+    tells (constructed.py): for this module's functions, ((function, parameter), modules); those
+    handed to another module's functions (or classes: function "") go to `info.tells`, for that
+    module's build."""
+    info = collector.info
+    told: dict[tuple[str, str, str], dict[str, list[frozenset[str]]]] = {}  # (module, function, name called) -> key -> per call
+    for scope, name, call in info.handing:
+        callee = _callee(info, name, call, outside)
+        if callee is not None:
+            module, function, params, kept = callee
+            per_key = told.setdefault((module, function, name), {})
+            for key, modules in handed(params, dict(kept), call, partial(_handed_held, collector, scope=scope)):
+                per_key.setdefault(key, []).append(modules)
+    for (module, function, name), per_key in told.items():
+        for key, sets in per_key.items():
+            if len(sets) != info.name_calls[name]:
+                continue  # a call that does not tell: what the parameter holds is not known
+            modules = frozenset().union(*sets)
+            where = (function if not key.startswith("self.") else "", key)
+            if module:
+                info.tells.setdefault(module, {}).setdefault(where, set()).update(modules)
+            else:
+                yield where, modules
+
+
+def _callee(info: ModuleInfo, name: str, call: cst.Call, outside: Outside) -> Optional[Callee]:
+    """The function a call by `name` runs, as _handed_parameters reads it ("": of this module);
+    a class of this module is _handed_links's."""
+    function = info.functions.get(name)
+    if function is not None:
+        params = positional(function)
+        return "", name, params, tuple((p, p) for p in params)
+    qualified = info.qualify(call.func) if name not in info.classes else None
+    return outside.callee(qualified) if qualified else None
 
 
 def _handed_held(collector: Collector, value: cst.BaseExpression, *, scope: int) -> list[frozenset[str]]:

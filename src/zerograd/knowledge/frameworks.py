@@ -229,6 +229,9 @@ HOOKS = frozenset(s.hook for f in FRAMEWORKS for s in f.order if s.hook)
 SETTINGS = frozenset(f.accumulation[1] for f in (*FRAMEWORKS, IGNITE) if f.accumulation[1])
 
 
+Callee = tuple[str, str, tuple[str, ...], tuple[tuple[str, str], ...]]
+
+
 @dataclass(frozen=True)
 class Outside:
     """What the other modules of a project say about one module (project.py): the framework an
@@ -241,6 +244,13 @@ class Outside:
     pytorch: bool = False  # a module linked with it imports PyTorch (it may wrap a torch optimizer)
     # What an imported builder function returns (a qualified name -> builders.py's reading of it).
     builder: Callable[[str], Optional[Built]] = lambda qualified: None
+    # The function or class of another module that a qualified name is, as a call hands it
+    # optimizers (constructed.py): that module, its name there, its positional parameters, the
+    # keys it keeps them under (`actor_optim`, or a constructor's `self.actor_optim`).
+    callee: Callable[[str], Optional[Callee]] = lambda qualified: None
+    # What the modules linked with it hand its functions and classes: (function, or "" for a
+    # class's field; key) -> the modules it holds.
+    incoming: Mapping[tuple[str, str], frozenset[str]] = field(default_factory=dict)
 
 
 ALONE = Outside()  # a module checked on its own (the flake8 plugin, a module outside every group)

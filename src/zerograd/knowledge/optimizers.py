@@ -155,6 +155,9 @@ class OptimizerTable:
     builds: dict[tuple[int, str], set[frozenset[str]]] = field(default_factory=dict)
     # (scope, optimizer) where `optimizer.add_param_group(...)` hands it more parameters
     grown: set[tuple[int, str]] = field(default_factory=set)
+    # (function, parameter) -> the modules every call hands it an optimizer over, as the function
+    # names them (settle._handed_parameters): the parameter's own, whatever its name is elsewhere.
+    handed: dict[tuple[int, str], frozenset[str]] = field(default_factory=dict)
     multiple_evaluations: set[str] = field(default_factory=set)  # LBFGS: evaluates a closure many times
     foreign: set[str] = field(default_factory=set)  # tapes of other autograd systems
     replaced: set[str] = field(default_factory=set)  # receivers whose step or zero_grad was reassigned
@@ -192,12 +195,18 @@ class OptimizerTable:
         return receiver in self.scalers or "scaler" in last_segment(receiver).lower()
 
     def constructions(self, scope: int, key: str) -> set[frozenset[str]]:
-        """The module sets `key` may hold in `scope`: built there, else anywhere in the module."""
+        """The module sets `key` may hold in `scope`: built there, or handed there, else built
+        anywhere in the module."""
         here = self.builds.get((scope, key))
         if here:
             return here
+        if (scope, key) in self.handed:
+            return {self.handed[(scope, key)]}
         return {modules for (_, built), sets in self.builds.items() if built == key for modules in sets}
 
-    def optimizers_of_module(self, module: str) -> list[str]:
-        """Optimizers whose parameters all lie in `module` (built from it or from a part of it)."""
-        return sorted(o for o, modules in self.links.items() if any(within(m, module) for m in modules))
+    def optimizers_of_module(self, module: str, scope: int = 0) -> list[str]:
+        """Optimizers whose parameters all lie in `module` (built from it or from a part of it),
+        with those handed to the function `scope` over it."""
+        found = {o for o, modules in self.links.items() if any(within(m, module) for m in modules)}
+        found |= {o for (where, o), modules in self.handed.items() if where == scope and any(within(m, module) for m in modules)}
+        return sorted(found)

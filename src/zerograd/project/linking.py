@@ -24,7 +24,7 @@ from ..engine import Front, Report, analyse, front_end
 from ..front.program import Exports
 from ..front.relevance import Scan
 from ..front.sites import Sites
-from ..knowledge.frameworks import SETTINGS, Outside, accumulation_of
+from ..knowledge.frameworks import SETTINGS, Callee, Outside, accumulation_of
 from ..knowledge.optimizers import TORCH_FAMILY, Built
 from .plan import Project, qualified_name
 
@@ -88,6 +88,7 @@ def _check_group(project: Project, group: list[str], settings: Settings,
         failed = linker.add(path)
         if failed is not None:
             results[path] = failed.findings
+    linker.tell()
     report = Report([])
     if linker.order:
         program = linker.program()
@@ -122,6 +123,9 @@ class _Linker:
         self.phases: dict[str, Optional[int]] = {}
         self.called: set[int] = set()
         self.sites = Linked(self._rebuild)
+        # What the modules built after a module hand its functions and classes (Exports.tells):
+        # it is built again with it (tell), and so whenever it is built again.
+        self.incoming: dict[str, dict[tuple[str, str], frozenset[str]]] = {}
 
     def add(self, path: str) -> Optional[Report]:
         """Build `path` and link it in; a Report holds what stops its build (a syntax error)."""
@@ -134,16 +138,43 @@ class _Linker:
         self.function_bases[path] = len(self.functions)
         self.sites.bases.append(sum(self.sites.counts))
         self.sites.counts.append(len(front.sites.nodes))
-        program = front.program
-        mover = _Mover(len(self.functions), self.sites.bases[number], partial(self._target, number=number))
-        for function in program.functions:
-            self.functions.append(replace(function, body=mover.seq(function.body),
-                                          site=_shifted(function.site, self.sites.bases[number])))
-            self.table_of.append(number)
-        self.tables.append(program.links)
-        for key, phase in program.phases.items():  # counters named alike in two modules that start apart start nowhere known
+        self.functions.extend(self._moved(front.program, number))
+        self.table_of.extend(number for _ in front.program.functions)
+        self.tables.append(front.program.links)
+        for key, phase in front.program.phases.items():  # counters named alike in two modules that start apart start nowhere known
             self.phases[key] = phase if self.phases.get(key, phase) == phase else None
         return None
+
+    def _moved(self, program: Program, number: int) -> list[Function]:
+        """The `number`th module's functions, moved into the linked program."""
+        mover = _Mover(self.function_bases[self.order[number]], self.sites.bases[number],
+                       partial(self._target, number=number))
+        return [replace(function, body=mover.seq(function.body), site=_shifted(function.site, self.sites.bases[number]))
+                for function in program.functions]
+
+    def tell(self) -> None:
+        """Build again, once, each module whose functions or classes the modules built after it
+        hand optimizers over known modules (`Agent(actor, critic, actor_optim, critic_optim)` in
+        train.py for agent.py's class): its optimizers then hold what they were handed. A
+        rebuild that numbers its functions or sites otherwise is not taken."""
+        told: dict[str, dict[tuple[str, str], frozenset[str]]] = {}
+        for path in self.order:
+            for module, keys in self.exports[path].tells.items():
+                for key, held in keys.items():
+                    told.setdefault(module, {})[key] = told.get(module, {}).get(key, frozenset()) | held
+        for number, path in enumerate(self.order):
+            if path not in told:
+                continue
+            self.incoming[path] = told[path]
+            front = self._build(path, {p: self.exports[p] for p in self.order[:number]})
+            base = self.function_bases[path]
+            count = self.table_of.count(number)
+            if (isinstance(front, Report) or len(front.program.functions) != count
+                    or len(front.sites.nodes) != self.sites.counts[number]):
+                del self.incoming[path]
+                continue
+            self.functions[base:base + count] = self._moved(front.program, number)
+            self.tables[number] = front.program.links
 
     def _build(self, path: str, before: dict[str, Exports]) -> Front | Report:
         """`path` through the front end, its imports bound to the modules in `before`. A name of
@@ -153,7 +184,8 @@ class _Linker:
         # (Scan.release), so a build again (to locate, or the group checked again) scans afresh.
         scan, unit.scan = unit.scan, None
         outside = Outside(partial(_hooked_base, self.project, before, path), self.accumulation, self.pytorch,
-                          partial(_builder, self.project, before, path))
+                          partial(_builder, self.project, before, path), partial(_callee, self.project, before, path),
+                          self.incoming.get(path, {}))
         return front_end(unit.text, self.settings, linked=unit.linked, link=partial(_link, self.project, before, path),
                          outside=outside, scan=scan)
 
@@ -201,6 +233,22 @@ def _builder(project: Project, exports: dict[str, Exports], importer: str, quali
     """What the builder function of an already built module that `qualified` names returns."""
     origin = project.origin(importer, qualified)
     return exports[origin[0]].builders.get(origin[1]) if origin is not None and origin[0] in exports else None
+
+
+def _callee(project: Project, exports: dict[str, Exports], importer: str, qualified: str) -> Optional[Callee]:
+    """The function, or the class keeping fields, of an already built module that `qualified`
+    names in `importer` (frameworks.Outside.callee)."""
+    origin = project.origin(importer, qualified)
+    if origin is None or origin[0] not in exports or "." in origin[1]:
+        return None
+    module, name = origin
+    function = exports[module].functions.get(name)
+    if function is not None:
+        return module, name, function[1], tuple((p, p) for p in function[1])
+    fields = exports[module].fields.get(name)
+    if fields is not None:
+        return module, name, fields[0][1:], tuple((f"self.{attribute}", param) for attribute, param in fields[1])
+    return None
 
 
 def _hooked_base(project: Project, exports: dict[str, Exports], importer: str, qualified: str) -> Optional[str]:
