@@ -107,10 +107,11 @@ class Builder(Receivers, Windows):
         """What each backward's loss reaches, where two or more optimizers hold known modules
         (the only place ZG006 can say anything)."""
         table = self.info.table
-        modules = [held for held in table.links.values() if held]
         params = frozenset(self._facts(ctx).parameters) if ctx.function is not None else frozenset()
         scope = id(ctx.function)  # what callers hand its parameters (settle._handed_parameters)
-        modules += [set(held) for (to, key), held in table.handed.items() if to == scope and key in params and held]
+        held = {**table.links, **{key: set(modules) for (to, key), modules in table.handed.items()
+                                  if to == scope and key in params}}
+        modules = [found for found in held.values() if found]
         if len(modules) < 2:
             return {}
         names = Names(self.info.qualify, self.info.aliases.__contains__, table.is_scaler, table.tensors, self._instances,

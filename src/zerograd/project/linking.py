@@ -163,18 +163,30 @@ class _Linker:
                 for key, held in keys.items():
                     told.setdefault(module, {})[key] = told.get(module, {}).get(key, frozenset()) | held
         for number, path in enumerate(self.order):
-            if path not in told:
+            if path not in told or not self._news(number, told[path]):
                 continue
             self.incoming[path] = told[path]
             front = self._build(path, {p: self.exports[p] for p in self.order[:number]})
             base = self.function_bases[path]
-            count = self.table_of.count(number)
+            count = (self.function_bases[self.order[number + 1]] if number + 1 < len(self.order)
+                     else len(self.functions)) - base
             if (isinstance(front, Report) or len(front.program.functions) != count
                     or len(front.sites.nodes) != self.sites.counts[number]):
                 del self.incoming[path]
                 continue
             self.functions[base:base + count] = self._moved(front.program, number)
             self.tables[number] = front.program.links
+
+    def _news(self, number: int, told: dict[tuple[str, str], frozenset[str]]) -> bool:
+        """Whether the `number`th module's optimizers do not hold all they are told already."""
+        path = self.order[number]
+        for (function, key), held in told.items():
+            found = self.exports[path].functions.get(function) if function else None
+            links = (self.functions[self.function_bases[path] + found[0]].links if found is not None else
+                     tuple(self.tables[number].items()))
+            if not held <= dict(links).get(key, frozenset()):
+                return True
+        return False
 
     def _build(self, path: str, before: dict[str, Exports]) -> Front | Report:
         """`path` through the front end, its imports bound to the modules in `before`. A name of
