@@ -166,6 +166,9 @@ class Collector:
         if type(func) is cst.Attribute:
             name = func.attr.value
             facts.events |= name in EVENT_METHODS
+            if name == "__init__" and _is_super(func.value) and self.cls is not None and self.function is not None \
+                    and self.function.name.value == "__init__":
+                self.cls.up = call
             if name in ("append", "extend") and type(func.value) is cst.Name and call.args:
                 self.holdings.grow(self._scope(), func.value.value, call.args[0].value, self.looping, self.picking)
             if name == "add_param_group" and call.args:
@@ -474,6 +477,11 @@ class Collector:
 
 
 _REPLACEABLE = frozenset({"step", "zero_grad"})  # methods whose reassignment unmakes a torch optimizer
+
+
+def _is_super(value: cst.BaseExpression) -> bool:
+    """`super()`, `super(Cls, self)`."""
+    return type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "super"
 
 
 def _shared_arguments(call: cst.Call, copies: dict[str, str]) -> frozenset[frozenset[str]]:

@@ -30,6 +30,9 @@ class ClassInfo:
     callables: dict[str, Optional[str]] = field(default_factory=dict)
     plain: dict[str, bool] = field(default_factory=dict)  # `self.gamma`: every assignment of it holds no graph
     node: Optional[cst.ClassDef] = None
+    # `super().__init__(actor, actor_optim)` in its `__init__`: what it hands its first base's
+    # constructor, which may keep it as fields (settle._inherited_fields).
+    up: Optional[cst.Call] = None
 
 
 @dataclass

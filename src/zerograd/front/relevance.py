@@ -231,11 +231,19 @@ class Scan:
             if not isinstance(node, ast.AugAssign) and isinstance(node.value, ast.Call):
                 self.assigned.append((owner, dotted(node.value.func)))
                 self.assigned_in.append(top)
+            elif isinstance(node.value, ast.Name) and self._field(owner, targets, node.value.id):
+                self._fact(owner, top)  # a constructor keeps what it is handed (facts.py `_field`)
             self._count(targets, node.value, owner, node)
         elif isinstance(node, ast.Return) and node.value is not None and owner and top is not None:
             self.returns.append((owner, top, tuple(dotted(c.func) for c in ast.walk(node.value)
                                                    if isinstance(c, ast.Call))))
         return owner
+
+    def _field(self, owner: int, targets: Sequence[ast.expr], value: str) -> bool:
+        """`self.opt = optimizer` in an `__init__` handed `optimizer`."""
+        return (owner > 0 and self.functions[owner - 1].name == "__init__" and value in self.parameters.get(owner, ())
+                and any(isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self"
+                        for t in targets))
 
     def _modulo(self, node: ast.BinOp) -> None:
         """`self.n % k`, `(self.n + c) % k`: `self.n` is tested modularly."""

@@ -20,8 +20,8 @@ from ..knowledge.optimizers import Signature, Slot, is_optimizer_callee
 from .builders import LIGHTNING_HOOK, LIGHTNING_OPTIMIZERS, NOT, Reader, assigned_in, rebound, returns_of, signature, slots
 from .constructed import handed
 from .facts import Collector
-from .moduleinfo import ModuleInfo, Pending
-from .naming import positional, receiver_key
+from .moduleinfo import ClassInfo, ModuleInfo, Pending
+from .naming import bound_arguments, positional, receiver_key
 from .returned import Returned
 
 
@@ -47,6 +47,7 @@ def settle(collector: Collector, outside: Outside = ALONE) -> None:
             _bind_all(collector, pending, returned, signature(function, pending.method), False)
     _export(collector, read)
     _handed_classes(collector)
+    _inherited_fields(info, outside)
     for key, modules in _handed_links(collector):
         table.built.add(key)
         table.links.setdefault(key, set()).update(modules)
@@ -182,6 +183,37 @@ def _handed_links(collector: Collector) -> Iterator[tuple[str, frozenset[str]]]:
             if init is not None and owner is not None and owner.fields and call is not None:
                 kept = {f"self.{attribute}": param for attribute, param in owner.fields.items()}
                 yield from handed(positional(init)[1:], kept, call, partial(_handed_held, collector, scope=scope))
+
+
+def _inherited_fields(info: ModuleInfo, outside: Outside) -> None:
+    """A constructor's parameters that it hands its base's constructor (`super().__init__(actor,
+    actor_optim)`), which keeps them (`self.actor_optim = actor_optim`), are fields of its class
+    too: a base of this module, or of another module of the project (Outside.callee)."""
+    done: set[int] = set()
+
+    def inherit(cls: ClassInfo, depth: int) -> None:
+        init = cls.methods.get("__init__")
+        if id(cls) in done or cls.up is None or init is None or not cls.bases or depth > 5:
+            return
+        done.add(id(cls))
+        base = info.classes.get(cls.bases[0])
+        if base is not None:
+            inherit(base, depth + 1)
+            base_init = base.methods.get("__init__")
+            params = positional(base_init)[1:] if base_init is not None else ()
+            kept = [(f"self.{attribute}", param) for attribute, param in base.fields.items()]
+        else:
+            found = outside.callee(info.qualify_name(cls.bases[0]))
+            params, kept = (found[2], list(found[3])) if found is not None else ((), [])
+        bound, _ = bound_arguments(cls.up, params)
+        own = set(positional(init)[1:])
+        for key, param in kept:
+            value = bound.get(param)
+            if isinstance(value, cst.Name) and value.value in own and key.startswith("self."):
+                cls.fields.setdefault(key[len("self."):], value.value)
+
+    for cls in list(info.classes.values()):
+        inherit(cls, 0)
 
 
 def _handed_parameters(collector: Collector, outside: Outside) -> Iterator[tuple[tuple[str, str], frozenset[str]]]:

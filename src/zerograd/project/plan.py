@@ -120,6 +120,7 @@ class Project:
                 grown = self.relevant(unit) | self._relevant(unit, linked)
                 if grown != unit.relevant:
                     unit.relevant, changed = grown, True
+        self._based(active)
         groups = [group for group in _components({a: self.units[a].deps for a in active}) if len(group) > 1]
         grouped = {a for group in groups for a in group}
         for unit in self.units.values():
@@ -182,6 +183,25 @@ class Project:
                 active.add(module)
         return frozenset(names)
 
+    def _based(self, active: set[str]) -> None:
+        """The modules defining a constructor that a module of a group subclasses join its group:
+        what a subclass hands its base's `__init__` may be kept there as fields (settle.py)."""
+        pending = {a for a in active if self.units[a].deps} | {d for a in active for d in self.units[a].deps}
+        for _ in range(MAX_HOPS):
+            found = set()
+            for path in pending:
+                unit = self.units[path]
+                for module, name, local in self._targets(unit) if unit.imports else ():
+                    base = self.units[module]
+                    if (name is not None and module != path and _subclasses(unit, local)
+                            and _defines(base, "class", name) and _defines(base, "def", "__init__")):
+                        unit.deps |= {module}
+                        found.add(module)
+            pending = found - active
+            active |= found
+            if not pending:
+                return
+
     def _framework_deps(self, unit: Unit, active: set[str]) -> set[str]:
         """rules.md section 7 across modules: the modules defining a framework's class of the
         project (a `LightningModule` subclass) that `unit` subclasses while it may hold a finding,
@@ -225,7 +245,24 @@ class Project:
             unit.methods = set(_METHOD_CALL.findall(unit.text))
         # `super().__init__(` is in every subclass's text; a constructor's events are not linked.
         called = {m for m in methods & unit.methods if not m.startswith("__")}
-        return called | {local} if called else set()
+        if called or self._constructs(unit, module, local):
+            return called | {local}
+        return set()
+
+    def _constructs(self, unit: Unit, module: str, local: str) -> bool:
+        """Whether `unit` may build the class (`Agent(actor, critic, actor_optim, ...)`) whose
+        `__init__` may keep what it is handed: the optimizers it hands are read in the class's
+        terms there (settle.py), whoever calls its methods later (a trainer of another module)."""
+        if not _defines(self.units[module], "def", "__init__"):
+            return False
+        at = unit.text.find(local)
+        while at != -1:
+            if at == 0 or not _WORD.match(unit.text, at - 1) and unit.text[at - 1] != ".":
+                match = _NAME_CALL.match(unit.text, at)
+                if match is not None and match.group(1) == local:
+                    return True
+            at = unit.text.find(local, at + 1)
+        return False
 
     def _targets(self, unit: Unit) -> list[tuple[str, Optional[str], str]]:
         """(module, function or None for the module itself, local name) for each import of a
