@@ -190,6 +190,8 @@ class Collector:
                 facts.cleared |= {receiver_key(func.value)}
             if type(func.value) is cst.Name and func.value.value == "self" and self.cls is not None:
                 self._counted(f"{self.cls.name}.{name}", call)  # `self.apply(opt, b, b)`
+                if len(call.args) >= 2:  # may hand an optimizer and what it holds (constructed.py)
+                    self.info.handing.append((self._scope(), f"{self.cls.name}.{name}", call))
         elif type(func) is cst.Name:
             # Calling a parameter (`f()` in fastai's _with_events) may run anything handed over.
             facts.events |= func.value == "backward" or func.value in facts.parameters

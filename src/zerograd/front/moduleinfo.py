@@ -130,6 +130,11 @@ class ModuleInfo:
             self._typed = _typed_parameters(self)
         return self._typed.get((id(function), name))
 
+    def called(self, name: str) -> Optional[tuple[cst.FunctionDef, bool]]:
+        """What a call by `name` runs (`f`, or `Class.m` for `self.m(...)`), and whether it takes
+        `self` first."""
+        return _by_name(self, name)
+
     def twin_parameters(self, function: cst.FunctionDef) -> dict[str, str]:
         """Parameters of a module-level function (or a method called as `self.m(...)`) that
         every such call in the module hands one value (`apply(opt, boundary, boundary)`): each

@@ -54,7 +54,8 @@ def settle(collector: Collector, outside: Outside = ALONE) -> None:
     # A parameter's holdings are its function's own (program._own_links): another function may
     # name another optimizer alike (identity by binding, not by name).
     for (name, key), modules in [*outside.incoming.items(), *_handed_parameters(collector, outside)]:
-        callee = info.functions.get(name) if name else None
+        found = info.called(name) if name else None
+        callee = found[0] if found is not None else None
         if callee is not None:
             where = (id(callee), key)
             if where not in table.builds and where not in table.grown:  # else what it builds or grows decides
@@ -244,10 +245,10 @@ def _handed_parameters(collector: Collector, outside: Outside) -> Iterator[tuple
 
 def _callee(info: ModuleInfo, name: str, call: cst.Call, outside: Outside) -> Optional[Callee]:
     """The function a call by `name` runs, as _handed_parameters reads it ("": of this module);
-    a class of this module is _handed_links's."""
-    function = info.functions.get(name)
-    if function is not None:
-        params = positional(function)
+    a class of this module is _handed_links's, a method called on another object not read."""
+    found = info.called(name)
+    if found is not None:  # a function of this module, or a method of its class called on `self`
+        params = positional(found[0])[int(found[1]):]
         return "", name, params, tuple((p, p) for p in params)
     qualified = info.qualify(call.func) if name not in info.classes else None
     return outside.callee(qualified) if qualified else None
@@ -261,5 +262,9 @@ def _handed_held(collector: Collector, value: cst.BaseExpression, *, scope: int)
         owners = collector.holdings.of_construction(scope, value)
         return [frozenset(owners)] if owners else []
     if isinstance(value, (cst.Name, cst.Attribute)):
-        return [s for s in info.table.builds.get((scope, receiver_key(value)), ()) if s]
+        key = receiver_key(value)
+        here = [s for s in info.table.builds.get((scope, key), ()) if s]
+        if not here and key.startswith("self.") and info.table.links.get(key):
+            return [frozenset(info.table.links[key])]  # an object's optimizer: one link across its methods
+        return here
     return []

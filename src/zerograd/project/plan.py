@@ -29,6 +29,9 @@ _DEF = re.compile(r"\b(def|class)[ \t]+(\w+)")
 _WORD = re.compile(r"\w")
 _NAME_CALL = re.compile(r"(\w+)\s*\(")
 _METHOD_CALL = re.compile(r"\.(\w+)\s*\(")
+# `super().__init__(actor, ...)`, `super(Agent, self).__init__(actor, ...)`: a constructor that
+# hands its base's something (`super().__init__()` of every nn.Module hands nothing).
+_HANDS_UP = re.compile(r"super\([^)]*\)\s*\.\s*__init__\s*\(\s*[^\s)]")
 _BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
 MAX_HOPS = 5  # re-exports followed through `__init__` modules
 _EMPTY: frozenset[Any] = frozenset()  # one object: `frozenset()` makes a new one each time
@@ -191,7 +194,9 @@ class Project:
             found = set()
             for path in pending:
                 unit = self.units[path]
-                for module, name, local in self._targets(unit) if unit.imports else ():
+                if not unit.imports or not _HANDS_UP.search(unit.text):
+                    continue
+                for module, name, local in self._targets(unit):
                     base = self.units[module]
                     if (name is not None and module != path and _subclasses(unit, local)
                             and _defines(base, "class", name) and _defines(base, "def", "__init__")):
@@ -253,8 +258,8 @@ class Project:
         """Whether `unit` may build the class (`Agent(actor, critic, actor_optim, ...)`) whose
         `__init__` may keep what it is handed: the optimizers it hands are read in the class's
         terms there (settle.py), whoever calls its methods later (a trainer of another module)."""
-        if not _defines(self.units[module], "def", "__init__"):
-            return False
+        if "optim" not in unit.text or not _defines(self.units[module], "def", "__init__"):
+            return False  # no optimizer to hand over (`torch.optim`, a builder's `make_optimizer`)
         at = unit.text.find(local)
         while at != -1:
             if at == 0 or not _WORD.match(unit.text, at - 1) and unit.text[at - 1] != ".":
