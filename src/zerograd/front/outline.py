@@ -34,6 +34,8 @@ class Outline:
     members: dict[str, tuple[tuple[int, ...], tuple[str, ...]]]  # class -> (its methods, its bases' names)
     aliases: dict[str, str]  # local name -> what it was imported as
     bases: dict[str, tuple[tuple[str, bool], ...]]  # module-level class -> (base qualified, a local name?)
+    # Classes whose `__init__` keeps a parameter (`self.opt = opt`) or hands its base's some.
+    keeps: frozenset[str] = frozenset()
 
     def relevant(self, linked: frozenset[str] = frozenset()) -> set[int]:
         return closure(self.names, set(self.start), self.callees, linked)
@@ -53,10 +55,24 @@ class Outline:
             pending.extend(base.rsplit(".", 1)[-1] for base in written)
         return found
 
+    def keeping(self, name: str) -> bool:
+        """Whether class `name`'s constructor (its own, or a base's here) may keep what it is handed."""
+        seen: set[str] = set()
+        pending = [name]
+        while pending:
+            current = pending.pop()
+            if current in seen or current not in self.members:
+                continue
+            if current in self.keeps:
+                return True
+            seen.add(current)
+            pending.extend(base.rsplit(".", 1)[-1] for base in self.members[current][1])
+        return False
+
     def to_json(self) -> dict[str, Any]:
         return {"names": list(self.names), "start": sorted(self.start), "callees": [sorted(c) for c in self.callees],
                 "members": {k: [list(m), list(b)] for k, (m, b) in self.members.items()}, "aliases": self.aliases,
-                "bases": {k: [list(b) for b in v] for k, v in self.bases.items()}}
+                "bases": {k: [list(b) for b in v] for k, v in self.bases.items()}, "keeps": sorted(self.keeps)}
 
     @staticmethod
     def from_json(body: Any) -> Outline:
@@ -75,7 +91,8 @@ class Outline:
         members = {str(k): (indices(m), tuple(_strings(b))) for k, (m, b) in body["members"].items()}
         aliases = {str(k): str(v) for k, v in body["aliases"].items()}
         bases = {str(k): tuple((str(q), bool(local)) for q, local in v) for k, v in body["bases"].items()}
-        return Outline(names, frozenset(indices(body["start"])), callees, members, aliases, bases)
+        return Outline(names, frozenset(indices(body["start"])), callees, members, aliases, bases,
+                       frozenset(_strings(body["keeps"])))
 
 
 def _strings(values: Any) -> list[str]:

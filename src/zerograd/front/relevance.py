@@ -83,6 +83,10 @@ def scan_of(source: str, tree: Optional[ast.Module] = None) -> Scan:
     return Scan(tree) if tree is not None else scan_text(source)
 
 
+def _is_super(node: ast.expr) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
+
+
 def _cuts(lines: list[str], piece_lines: int) -> list[int]:
     """Where pieces of about `piece_lines` lines may start: before a top-level `def`, `class` or
     first decorator, not after a line continued with a backslash."""
@@ -138,6 +142,7 @@ class Scan:
         self.backward = False
         self.counts: list[tuple[int, str]] = []  # (function, `self.x` it assigns)
         self.starts: list[int] = []  # the first line of each top-level statement, decorators included
+        self.keeping: set[int] = set()  # `__init__`s that keep a parameter or hand their base's some
         self.bases: dict[str, list[tuple[Optional[tuple[str, ...]], bool]]] = {}  # module-level class -> its bases
         self.offset = 0  # lines before the piece being scanned
         self.pieces = 0  # trees scanned
@@ -233,6 +238,7 @@ class Scan:
                 self.assigned_in.append(top)
             elif isinstance(node.value, ast.Name) and self._field(owner, targets, node.value.id):
                 self._fact(owner, top)  # a constructor keeps what it is handed (facts.py `_field`)
+                self.keeping.add(owner)
             self._count(targets, node.value, owner, node)
         elif isinstance(node, ast.Return) and node.value is not None and owner and top is not None:
             self.returns.append((owner, top, tuple(dotted(c.func) for c in ast.walk(node.value)
@@ -264,6 +270,8 @@ class Scan:
         callees = self.callees.get(owner)
         if isinstance(func, ast.Attribute):
             name = func.attr
+            if name == "__init__" and (node.args or node.keywords) and _is_super(func.value):
+                self.keeping.add(owner)  # `super().__init__(actor, ...)`: its base may keep them
             if name in EVENT_METHODS:
                 self.events.add(owner)
                 self.backward |= name in BACKWARD_METHODS
@@ -344,7 +352,8 @@ class Scan:
             callees=tuple(frozenset(self.callees[k]) for k in range(1, count + 1)),
             members={name: (tuple(k - 1 for k in methods), tuple(written))
                      for name, (methods, written) in self.members.items()},
-            aliases=dict(self.aliases), bases=bases)
+            aliases=dict(self.aliases), bases=bases,
+            keeps=frozenset(c for c, (methods, _) in self.members.items() if self.keeping.intersection(methods)))
 
     def needed(self, linked: frozenset[str] = frozenset()) -> set[int]:
         """Functions whose bodies matter: mark_relevant's closure, and those holding facts."""

@@ -250,16 +250,19 @@ class Project:
             unit.methods = set(_METHOD_CALL.findall(unit.text))
         # `super().__init__(` is in every subclass's text; a constructor's events are not linked.
         called = {m for m in methods & unit.methods if not m.startswith("__")}
-        if called or self._constructs(unit, module, local):
+        if called or self._constructs(unit, module, name, local):
             return called | {local}
         return set()
 
-    def _constructs(self, unit: Unit, module: str, local: str) -> bool:
+    def _constructs(self, unit: Unit, module: str, name: str, local: str) -> bool:
         """Whether `unit` may build the class (`Agent(actor, critic, actor_optim, ...)`) whose
         `__init__` may keep what it is handed: the optimizers it hands are read in the class's
         terms there (settle.py), whoever calls its methods later (a trainer of another module)."""
         if "optim" not in unit.text or not _defines(self.units[module], "def", "__init__"):
             return False  # no optimizer to hand over (`torch.optim`, a builder's `make_optimizer`)
+        outline = self.units[module].outline
+        if outline is None or not outline.keeping(name):
+            return False  # its constructor keeps nothing it is handed
         at = unit.text.find(local)
         while at != -1:
             if at == 0 or not _WORD.match(unit.text, at - 1) and unit.text[at - 1] != ".":
