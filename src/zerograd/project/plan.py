@@ -22,6 +22,7 @@ from typing import Any, Optional
 from ..front.outline import Outline
 from ..front.relevance import Scan, scan_text
 from ..knowledge.frameworks import framework_of
+from ..knowledge.optimizers import KNOWN_OPTIMIZER_CLASSES
 from .cache import Cache
 from .index import Facts, Imported, Index, imports_of
 
@@ -29,6 +30,9 @@ _DEF = re.compile(r"\b(def|class)[ \t]+(\w+)")
 _WORD = re.compile(r"\w")
 _NAME_CALL = re.compile(r"(\w+)\s*\(")
 _METHOD_CALL = re.compile(r"\.(\w+)\s*\(")
+# A call that may build an optimizer: `optim.Adam(`, `Adam(`, a factory (`make_optimizer(`).
+_BUILDS_OPTIMIZER = re.compile(r"\b(?:optim\.\w+|" + "|".join(sorted(KNOWN_OPTIMIZER_CLASSES))
+                               + r"|(?:make|build|create|get|init|setup|configure)_optim\w*)\s*\(")
 # `super().__init__(actor, ...)`, `super(Agent, self).__init__(actor, ...)`: a constructor that
 # hands its base's something (`super().__init__()` of every nn.Module hands nothing).
 _HANDS_UP = re.compile(r"super\([^)]*\)\s*\.\s*__init__\s*\(\s*[^\s)]")
@@ -199,7 +203,8 @@ class Project:
                 for module, name, local in self._targets(unit):
                     base = self.units[module]
                     if (name is not None and module != path and _subclasses(unit, local)
-                            and _defines(base, "class", name) and _defines(base, "def", "__init__")):
+                            and _defines(base, "class", name) and _defines(base, "def", "__init__")
+                            and self._keeps(base, name)):
                         unit.deps |= {module}
                         found.add(module)
             pending = found - active
@@ -254,14 +259,20 @@ class Project:
             return called | {local}
         return set()
 
+    def _keeps(self, unit: Unit, name: str) -> bool:
+        """Whether class `name`'s constructor may keep what it is handed (its outline, parsed
+        when first asked)."""
+        self.relevant(unit)
+        return unit.outline is not None and unit.outline.keeping(name)
+
     def _constructs(self, unit: Unit, module: str, name: str, local: str) -> bool:
         """Whether `unit` may build the class (`Agent(actor, critic, actor_optim, ...)`) whose
         `__init__` may keep what it is handed: the optimizers it hands are read in the class's
         terms there (settle.py), whoever calls its methods later (a trainer of another module)."""
-        if "optim" not in unit.text or not _defines(self.units[module], "def", "__init__"):
-            return False  # no optimizer to hand over (`torch.optim`, a builder's `make_optimizer`)
-        outline = self.units[module].outline
-        if outline is None or not outline.keeping(name):
+        if ("parameters(" not in unit.text or _BUILDS_OPTIMIZER.search(unit.text) is None
+                or not _defines(self.units[module], "def", "__init__")):
+            return False  # no optimizer built here over modules (colossalai's plugins wrap one handed in)
+        if not self._keeps(self.units[module], name):
             return False  # its constructor keeps nothing it is handed
         at = unit.text.find(local)
         while at != -1:
