@@ -184,6 +184,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
         trees = kept_trees()
         pieces = chunk_source(cut(source, scan, linked) if elide else source, scan.starts)
         pieces.reverse()
+        fields = scan.fields()
         # The scan and the cut text are not needed past this point: on a long file they weigh
         # as much as the LibCST trees, so they go before those are built. The callers that
         # handed the scan over still hold it (the plan, check_source): it is emptied, not only
@@ -210,7 +211,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
         return Report([_syntax_error(source, str(error) or type(error).__name__, 1, 0)])
     try:
-        return Front(*build_module(chunks, settings, link, linked, outside))
+        return Front(*build_module(chunks, settings, link, linked, outside, fields))
     except RecursionError:
         return _too_deep()
 

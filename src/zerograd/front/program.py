@@ -63,7 +63,8 @@ def build(module: Union[cst.Module, list[Chunk]], settings: Settings) -> tuple[P
 
 
 def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, link: Optional[Link] = None,
-                 linked: frozenset[str] = frozenset(), outside: Outside = ALONE) -> tuple[Program, Sites, Exports]:
+                 linked: frozenset[str] = frozenset(), outside: Outside = ALONE,
+                 fields: Optional[dict[str, dict[str, str]]] = None) -> tuple[Program, Sites, Exports]:
     """build, and the module's functions that other modules can call: name (`f`, `Class.m`)
     -> (position in Program.functions, positional parameters). `link` and `linked` (project.py)
     name the functions of other modules of the project."""
@@ -72,6 +73,10 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
     collector = Collector(info)
     for chunk in chunks:
         collector.statements(chunk.module.body)
+    for name, kept in (fields or {}).items():  # the scan's: a constructor whose body was cut keeps them too
+        found = info.classes.get(name)
+        if found is not None:
+            found.fields.update({a: p for a, p in kept.items() if a not in found.fields})
     settle(collector, outside)
     mark_relevant(info, linked)
     sites = Sites(chunks)

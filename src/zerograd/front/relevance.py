@@ -142,12 +142,23 @@ class Scan:
         self.backward = False
         self.counts: list[tuple[int, str]] = []  # (function, `self.x` it assigns)
         self.starts: list[int] = []  # the first line of each top-level statement, decorators included
-        self.keeping: set[int] = set()  # `__init__`s that keep a parameter or hand their base's some
+        self.keeping: set[int] = set()  # `__init__`s that hand their base's constructor some
+        self.kept: dict[int, dict[str, str]] = {}  # `__init__` -> `self.opt = optimizer`: opt -> optimizer
         self.bases: dict[str, list[tuple[Optional[tuple[str, ...]], bool]]] = {}  # module-level class -> its bases
         self.offset = 0  # lines before the piece being scanned
         self.pieces = 0  # trees scanned
         if tree is not None:
             self.add(tree)
+
+    def fields(self) -> dict[str, dict[str, str]]:
+        """Per class, what its `__init__` keeps of its parameters (`self.opt = optimizer`: opt ->
+        optimizer), read whether LibCST reads its body or not (ModuleInfo's ClassInfo.fields)."""
+        found: dict[str, dict[str, str]] = {}
+        for cls, (methods, _) in self.members.items():
+            for key in methods:
+                if key in self.kept:
+                    found.setdefault(cls, {}).update(self.kept[key])
+        return found
 
     def release(self) -> None:
         """Drop all it learnt once the engine has cut the text and found the statements: it is
@@ -237,8 +248,10 @@ class Scan:
                 self.assigned.append((owner, dotted(node.value.func)))
                 self.assigned_in.append(top)
             elif isinstance(node.value, ast.Name) and self._field(owner, targets, node.value.id):
-                self._fact(owner, top)  # a constructor keeps what it is handed (facts.py `_field`)
-                self.keeping.add(owner)
+                # A constructor keeps what it is handed: read here, its body may be cut (fields).
+                for target in targets:
+                    if isinstance(target, ast.Attribute):
+                        self.kept.setdefault(owner, {})[target.attr] = node.value.id  # the walk is LIFO: the first wins
             self._count(targets, node.value, owner, node)
         elif isinstance(node, ast.Return) and node.value is not None and owner and top is not None:
             self.returns.append((owner, top, tuple(dotted(c.func) for c in ast.walk(node.value)
@@ -353,7 +366,8 @@ class Scan:
             members={name: (tuple(k - 1 for k in methods), tuple(written))
                      for name, (methods, written) in self.members.items()},
             aliases=dict(self.aliases), bases=bases,
-            keeps=frozenset(c for c, (methods, _) in self.members.items() if self.keeping.intersection(methods)))
+            keeps=frozenset(c for c, (methods, _) in self.members.items()
+                            if self.keeping.intersection(methods) or self.kept.keys() & set(methods)))
 
     def needed(self, linked: frozenset[str] = frozenset()) -> set[int]:
         """Functions whose bodies matter: mark_relevant's closure, and those holding facts."""
