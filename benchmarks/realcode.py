@@ -21,8 +21,8 @@ import argparse
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 from functools import partial
+from pathlib import Path
 from typing import Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))

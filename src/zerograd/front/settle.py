@@ -9,7 +9,7 @@ see holds what the call handed it if the name proves an optimizer.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from typing import Optional
 

@@ -141,7 +141,8 @@ class _Linker:
         self.functions.extend(self._moved(front.program, number))
         self.table_of.extend(number for _ in front.program.functions)
         self.tables.append(front.program.links)
-        for key, phase in front.program.phases.items():  # counters named alike in two modules that start apart start nowhere known
+        # Counters named alike in two modules that start apart start nowhere known.
+        for key, phase in front.program.phases.items():
             self.phases[key] = phase if self.phases.get(key, phase) == phase else None
         return None
 
