@@ -59,6 +59,21 @@ def test_bad_modules_in_a_group_keep_their_own_findings(tmp_path: Path) -> None:
     assert results == {"steps.py": [], "train.py": ["ZG001"], "broken.py": ["ZG900"], "bytes.py": ["ZG900"]}
 
 
+def test_a_namespace_package_above_a_script_is_found(tmp_path: Path) -> None:
+    """`from core.ppo import step` in examples/train.py, core/ without `__init__.py`: research
+    code puts the folder above on sys.path; the nearest folder above that holds the module."""
+    names = ("core/ppo.py", "examples/train.py", "examples/core/other.py", "pkg/__init__.py", "pkg/ppo.py")
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    index = Index(str(tmp_path / n) for n in names)
+    train = str(tmp_path / "examples/train.py")
+    assert index.module(train, "core.ppo") == str(tmp_path / "core/ppo.py")
+    assert index.module(train, "core.other") == str(tmp_path / "examples/core/other.py")
+    assert index.module(train, "pkg.ppo") == str(tmp_path / "pkg/ppo.py")  # a package, as before
+    assert index.module(train, "core.missing") is None
+
+
 def test_a_module_alone_is_not_grouped(tmp_path: Path) -> None:
     (tmp_path / "a.py").write_text("import torch\nloss.backward()\n")
     (tmp_path / "b.py").write_text("import a\nprint(a)\n")

@@ -122,6 +122,7 @@ class ModuleInfo:
     _calls: dict[int, list[cst.Call]] = field(default_factory=dict)
     _typed: Optional[dict[tuple[int, str], str]] = None
     _twins: Optional[dict[int, dict[str, str]]] = None
+    _by_id: Optional[dict[int, cst.FunctionDef]] = None
 
     def parameter_class(self, function: cst.FunctionDef, name: str) -> Optional[str]:
         """The class of this module whose instance every call of `function` (a module-level
@@ -129,6 +130,12 @@ class ModuleInfo:
         if self._typed is None:
             self._typed = _typed_parameters(self)
         return self._typed.get((id(function), name))
+
+    def function_of(self, scope: int) -> Optional[cst.FunctionDef]:
+        """The function whose id is `scope` (0, the module body: none)."""
+        if self._by_id is None or len(self._by_id) != len(self.every_function):
+            self._by_id = {id(f): f for f in self.every_function}
+        return self._by_id.get(scope)
 
     def called(self, name: str) -> Optional[tuple[cst.FunctionDef, bool]]:
         """What a call by `name` runs (`f`, or `Class.m` for `self.m(...)`), and whether it takes

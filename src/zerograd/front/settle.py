@@ -21,7 +21,7 @@ from .builders import LIGHTNING_HOOK, LIGHTNING_OPTIMIZERS, NOT, Reader, assigne
 from .constructed import handed
 from .facts import Collector
 from .moduleinfo import ClassInfo, ModuleInfo, Pending
-from .naming import bound_arguments, positional, receiver_key
+from .naming import assigned_names, block_of, bound_arguments, positional, receiver_key
 from .returned import Returned
 
 
@@ -266,5 +266,15 @@ def _handed_held(collector: Collector, value: cst.BaseExpression, *, scope: int)
         here = [s for s in info.table.builds.get((scope, key), ()) if s]
         if not here and key.startswith("self.") and info.table.links.get(key):
             return [frozenset(info.table.links[key])]  # an object's optimizer: one link across its methods
+        if not here and scope and isinstance(value, cst.Name) and not _local(info, scope, key):
+            return [s for s in info.table.builds.get((0, key), ()) if s]  # a global the module body builds
         return here
     return []
+
+
+def _local(info: ModuleInfo, scope: int, name: str) -> bool:
+    """Whether function `scope` (an id) binds `name` itself: a parameter or an assignment."""
+    function = info.function_of(scope)
+    if function is None:
+        return True
+    return name in positional(function) or name in assigned_names(block_of(function.body))

@@ -101,6 +101,7 @@ def import_root(folder: str, is_package: Callable[[str], bool]) -> tuple[str, li
 
 
 _INIT = os.sep + "__init__.py"
+_NAMESPACE_HOPS = 4  # folders above an importer where a namespace package is looked for
 
 
 def _joined(folder: str, parts: list[str]) -> str:
@@ -157,7 +158,26 @@ class Index:
                  if path is not None and self.root_of(path) == root]
         if len(found) > 1:  # the same name in two trees: the importer's own
             found = [p for p in found if self.root_of(p) == self.root_of(importer)]
+        if not found and len(parts) > 1:
+            return self._namespaced(importer, parts)
         return found[0] if len(found) == 1 else None
+
+    def _namespaced(self, importer: str, parts: list[str]) -> Optional[str]:
+        """`core.ppo` in `examples/train.py`, `core/` a folder without `__init__.py`: a namespace
+        package, found when a script puts the folder above it on sys.path (research code's
+        `sys.path.append(os.path.join(os.path.dirname(__file__), '..'))`). The nearest folder
+        above the importer that holds the module, if one does."""
+        folder = os.path.dirname(importer)
+        for _ in range(_NAMESPACE_HOPS):
+            if not self._is_package(_joined(folder, parts[:1])):
+                found = self._file(_joined(folder, parts))
+                if found is not None:
+                    return found
+            above = os.path.dirname(folder)
+            if above == folder:
+                return None
+            folder = above
+        return None
 
     def _file(self, base: str) -> Optional[str]:
         """The module file at `base` (no suffix): `base.py`, else the package `base/__init__.py`."""
