@@ -3,8 +3,11 @@
 A builder may be defined after its callers, a class after its constructions, and a name proves
 an optimizer only by how the whole module uses it. So after the pass: names assigned what a
 builder of this module returns take what it returns (builders.py), the optimizers handed to a
-constructor hold what the object keeps (constructed.py), and one built by a class we cannot
-see holds what the call handed it if the name proves an optimizer.
+constructor hold what the object keeps (constructed.py; its base's constructor may keep them),
+those handed to a function what every call of it hands (its own, not its name's), and one built
+by a class we cannot see holds what the call handed it if the name proves an optimizer. What
+this module's calls hand another module's functions and classes goes to that module's build
+(ModuleInfo.tells, linking.py).
 """
 
 from __future__ import annotations
