@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from zerograd.analysis.model import Settings
 from zerograd.engine import inspect_source
 from zerograd.front.elision import elide
 from zerograd.front.relevance import scan_text
@@ -229,7 +230,7 @@ STEPS = {
     "an optimizer's": "opt.step()",
     "a scaler's": "scaler.step (opt)",
     "a wrapper's": "xm.optimizer_step(opt)",
-    "a helper of the module": "train_step(model, opt)",
+    "a helper of the module": "train_step(model, opt)\ndef train_step(model, opt):\n    opt.step()",
     "a hand-over (A3C)": "shared._grad = p.grad",
     "another hand-over": "s.grad = p.grad.clone()",
 }
@@ -253,6 +254,61 @@ def test_a_module_alone_that_cannot_step_is_not_parsed_by_libcst(case: str, monk
     assert engine.may_step(source) is (case in STEPS)
     inspect_source(source)
     assert built == ([source] if case in STEPS else [])
+
+
+APART = {
+    "backward and step in functions apart": ("import torch\n\n\ndef learn(loss):\n    loss.backward()\n\n\n"
+                                              "def update(opt):\n    opt.step()\n"),
+    "an autograd Function's backward and a neuron's step": (
+        "import torch\n\n\nclass F(torch.autograd.Function):\n    @staticmethod\n    def backward(ctx, g):\n"
+        "        return g\n\n\nclass N:\n    def single_step(self, x):\n        return x\n\n\n"
+        "def check(x):\n    F.apply(x).sum().backward()\n    N().single_step(x)\n"),
+}
+TOGETHER = {
+    "one function calls both helpers": (APART["backward and step in functions apart"]
+                                        + "\n\ndef train(loss, opt):\n    learn(loss)\n    update(opt)\n"),
+    "the module's statements call both": APART["backward and step in functions apart"] + "\nlearn(l)\nupdate(o)\n",
+    "a closure handed to step": ("import torch\n\n\ndef learn(loss):\n    loss.backward()\n\n\n"
+                                 "def update(opt, closure):\n    opt.step(closure)\n"),
+    "a helper handed over": (APART["backward and step in functions apart"]
+                             + "\n\ndef train(opt):\n    run(learn)\n    update(opt)\n"),
+    "a framework's hooks": ("import lightning\n\n\nclass M(lightning.LightningModule):\n"
+                            "    def backward(self, loss):\n        loss.backward()\n\n\n"
+                            "def update(opt):\n    opt.step()\n"),
+}
+
+
+@pytest.mark.parametrize("case", sorted({**APART, **TOGETHER}))
+def test_a_module_alone_whose_backwards_and_steps_no_scope_reaches_both_is_not_parsed_by_libcst(
+        case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scope is analysed only when it reaches a BACKWARD and a STEP (Analyzer.targets): where
+    no function, and not the module's statements, reaches both by what it calls by name, a
+    module alone holds no finding and CPython's tree decides it."""
+    import zerograd.engine as engine
+
+    source = {**APART, **TOGETHER}[case]
+    built: list[str] = []
+    real = engine.front_end
+    monkeypatch.setattr(engine, "front_end", lambda text, *a, **k: built.append(text) or real(text, *a, **k))
+    assert engine.may_step(source) and engine.may_hold_findings(source)  # the text's tests pass them all
+    inspect_source(source)
+    assert built == ([source] if case in TOGETHER else [])
+
+
+@pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
+def test_a_module_the_scan_leaves_alone_has_no_scope_to_analyse(path: Path) -> None:
+    """The scan's test is sound on every fixture: what it leaves to CPython, the whole front
+    end and dataflow analyse to no scope and no finding."""
+    from zerograd.engine import Report, analyse, driven, front_end
+
+    source = path.read_text(encoding="utf-8")
+    scan = scan_text(source)
+    if scan.scopes() or driven(source, scan):
+        return
+    front = front_end(source, Settings())
+    assert not isinstance(front, Report)
+    report = analyse(front.program, front.sites)[0]
+    assert (report.scopes, report.findings) == (0, [])
 
 
 def test_a_module_that_cannot_step_still_reports_what_does_not_parse() -> None:

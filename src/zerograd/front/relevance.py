@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Optional, Union
 
-from ..knowledge.frameworks import REGISTER_CALL, REGISTER_KEYWORD, SETTINGS
+from ..knowledge.frameworks import REGISTER_CALL, REGISTER_KEYWORD, ROOTS, SETTINGS
 from ..knowledge.optimizers import (
     BACKWARD_METHODS,
     EVENT_METHODS,
@@ -83,6 +83,13 @@ def scan_of(source: str, tree: Optional[ast.Module] = None) -> Scan:
     return Scan(tree) if tree is not None else scan_text(source)
 
 
+def _on_grad(node: ast.expr) -> bool:
+    """`p.grad`, `p.grad.data`."""
+    if isinstance(node, ast.Attribute) and node.attr == "data":
+        node = node.value
+    return isinstance(node, ast.Attribute) and node.attr == "grad"
+
+
 def _is_super(node: ast.expr) -> bool:
     return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "super"
 
@@ -120,7 +127,7 @@ class Scan:
         self.functions: list[Def] = []
         self.events: set[int] = set()
         self.facts: set[int] = set()
-        self.callees: dict[int, set[str]] = {}
+        self.callees: dict[int, set[str]] = {0: set()}  # 0: the module's own statements
         self.parameters: dict[int, set[str]] = {}
         self.aliases: dict[str, str] = {}
         self.classes: set[str] = set()
@@ -140,6 +147,10 @@ class Scan:
         self.moduli: set[str] = set()  # `self.x` in `self.x % k` or `(self.x + c) % k`
         # A call that may be a BACKWARD (`x.backward(`, `backward(` imported), anywhere.
         self.backward = False
+        # The functions (0: the module's statements) that may perform a BACKWARD, and a STEP (an
+        # optimizer's, a wrapper's `optimizer_step`, a hand-over to `.grad`): scopes() reads them.
+        self.backwards: set[int] = set()
+        self.steppers: set[int] = set()
         self.counts: list[tuple[int, str]] = []  # (function, `self.x` it assigns)
         self.starts: list[int] = []  # the first line of each top-level statement, decorators included
         self.keeping: set[int] = set()  # `__init__`s that hand their base's constructor some
@@ -176,7 +187,8 @@ class Scan:
         by_function = [{named[k]: v for k, v in d.items()} for d in (self.callees, self.parameters)]
         return (Counter(self.functions), self.starts, self.backward, self.aliases, self.classes, self.wraps, self.bases,
                 self.steps, self.spoilt, self.moduli,
-                {named[k] for k in self.events}, {named[k] for k in self.facts}, *by_function,
+                *({named[k] for k in owners} for owners in (self.events, self.facts, self.backwards, self.steppers)),
+                *by_function,
                 {c: (Counter(named[k] for k in m), b) for c, (m, b) in self.members.items()},
                 Counter((named[k], d) for k, d in self.assigned), Counter((named[k], n) for k, n in self.counts),
                 Counter((named[k], t, c) for k, t, c in self.returns))
@@ -244,6 +256,8 @@ class Scan:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             if any(isinstance(t, ast.Attribute) and t.attr in ("grad", "_grad") for t in targets):
                 self.events.add(owner)
+                self.steppers.add(owner)  # a hand-over (`s._grad = p.grad`)
+                self.backwards.add(owner)  # a gradient written (`p.grad = g`, grads.py)
             if not isinstance(node, ast.AugAssign) and isinstance(node.value, ast.Call):
                 self.assigned.append((owner, dotted(node.value.func)))
                 self.assigned_in.append(top)
@@ -288,11 +302,20 @@ class Scan:
             if name in EVENT_METHODS:
                 self.events.add(owner)
                 self.backward |= name in BACKWARD_METHODS
+            # A closure handed to `step()` that cannot be seen is read as a backward (clears.py),
+            # as a gradient written (`p.grad.copy_(g)`, grads.py) is.
+            if (name in BACKWARD_METHODS or name == "step" and (node.args or any(k.arg == "closure" for k in node.keywords))
+                    or name in ("copy_", "fill_") and _on_grad(func.value)):
+                self.backwards.add(owner)
+            if name in ("step", "optimizer_step"):
+                self.steppers.add(owner)
         elif isinstance(func, ast.Name):
             name = func.id
             if name == "backward" or name in self.parameters.get(owner, ()):
                 self.events.add(owner)
             self.backward |= name.endswith("backward")
+            if name.endswith("backward"):
+                self.backwards.add(owner)
         else:
             name = ""
         if REGISTER_CALL.match(name) or any(k.arg and (REGISTER_KEYWORD.match(k.arg) or k.arg in SETTINGS)
@@ -341,6 +364,29 @@ class Scan:
         tree (`backward(` in a comment, a string or `ctx.save_for_backward(` is none); with an
         import of one under another name (`from torch.autograd import backward as bw`)."""
         return self.backward or any(name.endswith("backward") for name in self.aliases.values())
+
+    def scopes(self) -> bool:
+        """Whether the module alone may have a scope to analyse: the module's statements or a
+        function that reach, themselves or by calling by name (mark_relevant's closure), both a
+        BACKWARD and a STEP (summaries.Analyzer.targets). Without one it can hold no finding,
+        and LibCST need not read it."""
+        names = [d.name for d in self.functions]
+        count = len(names)
+        callees = [self.callees[k] for k in range(1, count + 1)]
+        # `from torch.autograd import backward as bw`: the aliases are complete only now.
+        aliased = {local for local, name in self.aliases.items() if name.endswith("backward")}
+        backwards = self.backwards | {k for k, called in self.callees.items() if not called.isdisjoint(aliased)}
+        reach = []
+        for performers in (backwards, self.steppers):
+            found = closure(names, {k - 1 for k in performers if 0 < k <= count}, callees, frozenset())
+            reach.append((found, 0 in performers or not self.callees[0].isdisjoint(names[i] for i in found)))
+        (backwards, top_backward), (steppers, top_step) = reach
+        return bool(backwards & steppers) or (top_backward and top_step)
+
+    def framed(self) -> bool:
+        """Whether the module imports a framework that may drive its hooks (drivers.hooked, for
+        a module alone), or imports with a star what may be one."""
+        return "*" in self.aliases or not ROOTS.isdisjoint(n.lstrip(".").split(".")[0] for n in self.aliases.values())
 
     def relevant(self, linked: frozenset[str] = frozenset()) -> set[int]:
         """mark_relevant's closure: the functions that can perform an event."""

@@ -225,6 +225,7 @@ ACCELERATE_BLOCK, ACCELERATE_SYNC = "accumulate", "sync_gradients"
 LOSS_BACKWARD = ("accelerator", "fabric", "autograd")
 
 HOOKS = frozenset(s.hook for f in FRAMEWORKS for s in f.order if s.hook)
+ROOTS = frozenset(root for f in (*FRAMEWORKS, IGNITE) for root in f.roots)  # what a module imports to use one
 # The keywords that set a framework's accumulation (relevance.py keeps the bodies that use one).
 SETTINGS = frozenset(f.accumulation[1] for f in (*FRAMEWORKS, IGNITE) if f.accumulation[1])
 
