@@ -153,6 +153,38 @@ def test_the_plugin_reads_a_project_once_per_process(tmp_path: Path, monkeypatch
     assert max(Counter(reads).values()) <= 2
 
 
+def test_a_file_with_windows_line_ends_is_answered_from_the_snapshot(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """flake8 reads lines with universal newlines: a file written with CRLF reached the plugin as
+    other bytes than the snapshot read, and each such file ran its whole project again (issue
+    43: 43 files of a real package, quadratic). The same text is answered from the snapshot,
+    with the CLI's findings; a file edited since is still checked afresh."""
+    import ast
+
+    from zerograd.flake8_plugin import ZeroGradPlugin
+    from zerograd.io import files
+
+    (tmp_path / "pyproject.toml").write_text("[tool.zerograd]\n")
+    leak = "import torch\n\n\ndef train(model, opt, loader):\n    for x in loader:\n" \
+           "        model(x).sum().backward()\n        opt.step()\n"
+    (tmp_path / "leak.py").write_bytes(leak.replace("\n", "\r\n").encode())
+    (tmp_path / "other.py").write_bytes(b"def f(x):\r\n    return x\r\n")
+    runs: list[list[str]] = []
+    real = files.lint_paths
+    monkeypatch.setattr(files, "lint_paths", lambda paths, *a, **k: runs.append(paths) or real(paths, *a, **k))
+
+    def check(text: str) -> list[str]:
+        lines = text.splitlines(keepends=True)
+        return [f"{line}:{col + 1} {message.split()[0]}"
+                for line, col, message, _ in ZeroGradPlugin(ast.parse(text), lines, str(tmp_path / "leak.py")).run()]
+
+    assert check(leak) == ["7:9 ZG001"]
+    assert runs == []
+    assert zerograd(str(tmp_path / "leak.py")).stdout.decode().split(":")[1:3] == ["7", "9"]
+    assert check(leak.replace("opt.step()", "opt.step()\n        opt.zero_grad()")) == []  # an edit: a run of its own
+    assert len(runs) == 1
+
+
 def test_a_run_that_deselects_zg_pays_nothing_for_the_plugin(tmp_path: Path) -> None:
     """flake8 runs every installed plugin and filters what it yields: `--extend-ignore ZG` (or a
     --select without ZG) used to run the whole analysis for nothing. Such a run now does none."""
