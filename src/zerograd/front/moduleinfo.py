@@ -13,7 +13,7 @@ import libcst as cst
 from ..knowledge.frameworks import Framework
 from ..knowledge.optimizers import Built, OptimizerTable
 from .counters import Counters
-from .naming import dotted
+from .naming import assigned_names, block_of, dotted, positional
 from .walk import calls_in
 
 
@@ -123,6 +123,7 @@ class ModuleInfo:
     _typed: Optional[dict[tuple[int, str], str]] = None
     _twins: Optional[dict[int, dict[str, str]]] = None
     _by_id: Optional[dict[int, cst.FunctionDef]] = None
+    _binds: dict[int, frozenset[str]] = field(default_factory=dict)
 
     def parameter_class(self, function: cst.FunctionDef, name: str) -> Optional[str]:
         """The class of this module whose instance every call of `function` (a module-level
@@ -136,6 +137,13 @@ class ModuleInfo:
         if self._by_id is None or len(self._by_id) != len(self.every_function):
             self._by_id = {id(f): f for f in self.every_function}
         return self._by_id.get(scope)
+
+    def binds(self, function: cst.FunctionDef) -> frozenset[str]:
+        """The names `function` binds itself: its positional parameters and what it assigns
+        (read once: settle.py asks it once per name a call in it hands over)."""
+        if id(function) not in self._binds:
+            self._binds[id(function)] = frozenset(positional(function)) | assigned_names(block_of(function.body))
+        return self._binds[id(function)]
 
     def called(self, name: str) -> Optional[tuple[cst.FunctionDef, bool]]:
         """What a call by `name` runs (`f`, or `Class.m` for `self.m(...)`), and whether it takes

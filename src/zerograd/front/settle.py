@@ -24,7 +24,7 @@ from .builders import LIGHTNING_HOOK, LIGHTNING_OPTIMIZERS, NOT, Reader, assigne
 from .constructed import handed
 from .facts import Collector
 from .moduleinfo import ClassInfo, ModuleInfo, Pending
-from .naming import assigned_names, block_of, bound_arguments, positional, receiver_key
+from .naming import bound_arguments, positional, receiver_key
 from .returned import Returned
 
 
@@ -278,6 +278,4 @@ def _handed_held(collector: Collector, value: cst.BaseExpression, *, scope: int)
 def _local(info: ModuleInfo, scope: int, name: str) -> bool:
     """Whether function `scope` (an id) binds `name` itself: a parameter or an assignment."""
     function = info.function_of(scope)
-    if function is None:
-        return True
-    return name in positional(function) or name in assigned_names(block_of(function.body))
+    return function is None or name in info.binds(function)

@@ -123,8 +123,10 @@ class Index:
         self.packages: dict[str, bool] = {}
         self._roots: dict[str, str] = {}  # folder -> the import root of its modules
         self.heads: dict[str, set[str]] = {}  # a module name's first part -> the roots it starts from
+        self.folders: set[str] = set()  # the names of the folders the files are in (_namespaced)
         for absolute_path in self.paths:
             folder, base = os.path.split(absolute_path)
+            self.folders.update(folder.split(os.sep))
             root, packages = self._root(folder)
             head = packages[0] if packages else base[:-3]
             if head != "__init__":
@@ -167,6 +169,8 @@ class Index:
         package, found when a script puts the folder above it on sys.path (research code's
         `sys.path.append(os.path.join(os.path.dirname(__file__), '..'))`). The nearest folder
         above the importer that holds the module, if one does."""
+        if parts[0] not in self.folders:
+            return None  # `torch.nn`: most names are not the project's, and this is cheap to know
         folder = os.path.dirname(importer)
         for _ in range(_NAMESPACE_HOPS):
             if not self._is_package(_joined(folder, parts[:1])):
