@@ -134,6 +134,7 @@ class Scan:
         self.members: dict[str, tuple[list[int], list[str]]] = {}  # class -> (methods, bases)
         self.assigned: list[tuple[int, Optional[tuple[str, ...]]]] = []  # (function, dotted callee of an assigned call)
         self.assigned_in: list[Optional[Lines]] = []  # the statement of its body each of those is in
+        self.assigned_to: list[Optional[tuple[str, ...]]] = []  # the dotted name each is assigned to (one target)
         # (function, its return statement, the dotted callees in the value): what a builder returns.
         self.returns: list[tuple[int, Lines, tuple[Optional[tuple[str, ...]], ...]]] = []
         # Where each function's facts are: the statements of its body that hold them; `loose`:
@@ -190,7 +191,8 @@ class Scan:
                 *({named[k] for k in owners} for owners in (self.events, self.facts, self.backwards, self.steppers)),
                 *by_function,
                 {c: (Counter(named[k] for k in m), b) for c, (m, b) in self.members.items()},
-                Counter((named[k], d) for k, d in self.assigned), Counter((named[k], n) for k, n in self.counts),
+                Counter((named[k], d, t) for (k, d), t in zip(self.assigned, self.assigned_to)),
+                Counter((named[k], n) for k, n in self.counts),
                 Counter((named[k], t, c) for k, t, c in self.returns))
 
     def add(self, tree: ast.Module, offset: int = 0, walk: bool = True) -> None:
@@ -261,6 +263,7 @@ class Scan:
             if not isinstance(node, ast.AugAssign) and isinstance(node.value, ast.Call):
                 self.assigned.append((owner, dotted(node.value.func)))
                 self.assigned_in.append(top)
+                self.assigned_to.append(dotted(targets[0]) if len(targets) == 1 else None)
             elif isinstance(node.value, ast.Name) and self._field(owner, targets, node.value.id):
                 # A constructor keeps what it is handed: read here, its body may be cut (fields).
                 for target in targets:
@@ -423,7 +426,7 @@ class Scan:
         """The functions whose bodies matter, and of those read only for their facts (they
         cannot perform an event), the statements of their bodies that hold the facts: a
         function whose statements all stay, or that encloses one that matters, is kept whole."""
-        if sum(is_optimizer_callee(qualify(callee, self.aliases) or "") for _, callee in self.assigned) >= 2:
+        if len(self._optimizers()) >= 2:
             # Two optimizers: a loss's reach (ZG006) follows calls into any function of the
             # module (provenance.py), so every body is read.
             return set(range(1, len(self.functions) + 1)), {}
@@ -452,6 +455,19 @@ class Scan:
                 if at < len(inner) and inner[at] <= outer.last:
                     whole.add(key)
         return kept, {k: v for k, v in held.items() if k not in whole and 0 < k <= len(self.functions)}
+
+    def _optimizers(self) -> set[tuple[int, Any]]:
+        """The optimizers the module builds by name: `optimizer = AdamW(...)` on one branch and
+        `optimizer = Adafactor(...)` on the other are one (a local by its function, an
+        attribute by its name); a construction not assigned to one name is one of its own."""
+        found: set[tuple[int, Any]] = set()
+        for number, ((owner, callee), target) in enumerate(zip(self.assigned, self.assigned_to)):
+            if is_optimizer_callee(qualify(callee, self.aliases) or ""):
+                if target is None:
+                    found.add((-1, number))
+                else:
+                    found.add((-1 if target[0] == "self" else owner, target))
+        return found
 
     def _builders_returns(self) -> list[tuple[int, Lines]]:
         """The return statements of functions that build an optimizer (builders.py reads what
