@@ -83,6 +83,37 @@ def scan_of(source: str, tree: Optional[ast.Module] = None) -> Scan:
     return Scan(tree) if tree is not None else scan_text(source)
 
 
+def _handed_names(call: ast.Call) -> frozenset[str]:
+    """The local names and `self.` attributes an optimizer may be built over, when the call may
+    build one (a class, a factory: the aliases are known only once the tree is walked):
+    `Adam([self.w])`, `Adam(params)`, `Adam(chain(self.actor.parameters(), extra))`."""
+    callee = dotted(call.func)
+    last = callee[-1] if callee else ""
+    if not (last[:1].isupper() or "optim" in last.lower()):
+        return frozenset()
+    found: set[str] = set()
+    pending: list[ast.expr] = [*call.args, *(k.value for k in call.keywords if k.arg in ("params", "model"))]
+    while pending:
+        value = pending.pop()
+        name = qualify(dotted(value), {}) if isinstance(value, (ast.Name, ast.Attribute)) else None
+        if name is not None:
+            if name != "self" and name.count(".") <= 1 and (name.startswith("self.") or "." not in name):
+                found.add(name)
+            elif isinstance(value, ast.Attribute):
+                pending.append(value.value)  # `self.actor.weight`: self.actor
+        elif isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+            pending.extend(value.elts)
+        elif isinstance(value, ast.Starred):
+            pending.append(value.value)
+        elif isinstance(value, ast.BinOp):
+            pending.extend((value.left, value.right))
+        elif isinstance(value, ast.Call):  # `list(params)`, `self.actor.parameters()`
+            pending.extend((*value.args, *(k.value for k in value.keywords)))
+            if isinstance(value.func, ast.Attribute):
+                pending.append(value.func.value)
+    return frozenset(found)
+
+
 def _on_grad(node: ast.expr) -> bool:
     """`p.grad`, `p.grad.data`."""
     if isinstance(node, ast.Attribute) and node.attr == "data":
@@ -135,6 +166,8 @@ class Scan:
         self.assigned: list[tuple[int, Optional[tuple[str, ...]]]] = []  # (function, dotted callee of an assigned call)
         self.assigned_in: list[Optional[Lines]] = []  # the statement of its body each of those is in
         self.assigned_to: list[Optional[tuple[str, ...]]] = []  # the dotted name each is assigned to (one target)
+        # The names an argument of each of those is (`Adam([self.w])`: self.w), when it may build an optimizer.
+        self.assigned_over: list[frozenset[str]] = []
         # (function, its return statement, the dotted callees in the value): what a builder returns.
         self.returns: list[tuple[int, Lines, tuple[Optional[tuple[str, ...]], ...]]] = []
         # Where each function's facts are: the statements of its body that hold them; `loose`:
@@ -153,6 +186,7 @@ class Scan:
         self.backwards: set[int] = set()
         self.steppers: set[int] = set()
         self.counts: list[tuple[int, str]] = []  # (function, `self.x` it assigns)
+        self.counted_in: list[Optional[Lines]] = []  # the statement of its body each of those is in
         self.starts: list[int] = []  # the first line of each top-level statement, decorators included
         self.keeping: set[int] = set()  # `__init__`s that hand their base's constructor some
         self.kept: dict[int, dict[str, str]] = {}  # `__init__` -> `self.opt = optimizer`: opt -> optimizer
@@ -191,8 +225,8 @@ class Scan:
                 *({named[k] for k in owners} for owners in (self.events, self.facts, self.backwards, self.steppers)),
                 *by_function,
                 {c: (Counter(named[k] for k in m), b) for c, (m, b) in self.members.items()},
-                Counter((named[k], d, t) for (k, d), t in zip(self.assigned, self.assigned_to)),
-                Counter((named[k], n) for k, n in self.counts),
+                Counter((named[k], d, t, o) for (k, d), t, o in zip(self.assigned, self.assigned_to, self.assigned_over)),
+                Counter((named[k], n, t) for (k, n), t in zip(self.counts, self.counted_in)),
                 Counter((named[k], t, c) for k, t, c in self.returns))
 
     def add(self, tree: ast.Module, offset: int = 0, walk: bool = True) -> None:
@@ -264,12 +298,13 @@ class Scan:
                 self.assigned.append((owner, dotted(node.value.func)))
                 self.assigned_in.append(top)
                 self.assigned_to.append(dotted(targets[0]) if len(targets) == 1 else None)
+                self.assigned_over.append(_handed_names(node.value))
             elif isinstance(node.value, ast.Name) and self._field(owner, targets, node.value.id):
                 # A constructor keeps what it is handed: read here, its body may be cut (fields).
                 for target in targets:
                     if isinstance(target, ast.Attribute):
                         self.kept.setdefault(owner, {})[target.attr] = node.value.id  # the walk is LIFO: the first wins
-            self._count(targets, node.value, owner, node)
+            self._count(targets, node.value, owner, node, top)
         elif isinstance(node, ast.Return) and node.value is not None and owner and top is not None:
             self.returns.append((owner, top, tuple(dotted(c.func) for c in ast.walk(node.value)
                                                    if isinstance(c, ast.Call))))
@@ -335,7 +370,8 @@ class Scan:
             elif isinstance(value, ast.Attribute):
                 callees.add(value.attr)
 
-    def _count(self, targets: Sequence[ast.expr], value: Optional[ast.expr], owner: int, node: ast.AST) -> None:
+    def _count(self, targets: Sequence[ast.expr], value: Optional[ast.expr], owner: int, node: ast.AST,
+               top: Optional[Lines]) -> None:
         """Assignments of `self.x` (counters.Counters.record): those of a wrapping or a stepped
         counter are events."""
         for target in targets:
@@ -343,6 +379,7 @@ class Scan:
             if name is None or not name.startswith("self."):
                 continue
             self.counts.append((owner, name))
+            self.counted_in.append(top)
             left = value.left if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mod) else None
             if isinstance(left, ast.BinOp) and qualify(dotted(left.left), {}) == name:
                 self.wraps.add(name)
@@ -445,6 +482,22 @@ class Scan:
             if owner not in whole:
                 kept.add(owner)
                 held.setdefault(owner, []).append(top)
+        # What an optimizer is built over (holdings.py): a local of the function that builds it
+        # (kept whole), an attribute wherever a method assigns it (`self.w = w.clone()`).
+        over: set[str] = set()
+        for (owner, callee), names in zip(self.assigned, self.assigned_over):
+            if names and is_optimizer_callee(qualify(callee, self.aliases) or ""):
+                over |= names
+                if owner and any("." not in name for name in names):
+                    kept.add(owner)
+                    whole.add(owner)
+        for (owner, name), top in zip(self.counts, self.counted_in):
+            if name in over and owner and owner not in whole:
+                kept.add(owner)
+                if top is None:
+                    whole.add(owner)
+                else:
+                    held.setdefault(owner, []).append(top)
         whole |= self.loose & kept
         # A function that encloses another kept one is its environment: kept whole.
         inner = sorted(self.functions[k - 1].line for k in kept if 0 < k <= len(self.functions))
