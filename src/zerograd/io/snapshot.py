@@ -69,6 +69,10 @@ def take(paths: list[str], settings: Settings, cache: Optional[Cache]) -> Snapsh
     return snapshot
 
 
+# Each folder's project looked up once per process, as its snapshot is taken once (a flake8 run
+# is one moment): every file looked up its folders' markers again (32 stats a file on DENSE).
+_PROJECTS = Projects()
+_FALLBACKS: dict[str, str] = {}
 _TAKEN: OrderedDict[tuple[str, Config, Settings, Optional[str]], tuple[Snapshot, dict[str, str]]] = OrderedDict()
 
 
@@ -77,8 +81,8 @@ def lint_in_snapshot(path: str, data: bytes, settings: Settings, config: Config,
     """The result of the file at `path`, whose text the caller holds as `data`, from this
     process's snapshot of its project (taken now if missing); None when the snapshot read other
     text for it, or none (the caller then runs over the project afresh)."""
-    fallback = fallback_for(path, path, {})
-    root = Projects().root_of(path, fallback)
+    fallback = fallback_for(path, path, _FALLBACKS)
+    root = _PROJECTS.root_of(path, fallback)
     key = (root, config, settings, cache.folder if cache is not None else None)
     if key not in _TAKEN:
         found = contexts([(path, fallback)], lambda r, packages: walk(r, config, packages))
