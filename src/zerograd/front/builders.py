@@ -21,7 +21,7 @@ import libcst as cst
 
 from ..analysis.keys import rebase, root_of
 from ..knowledge.optimizers import Signature, Slot, is_optimizer_callee
-from .naming import block_of, bound_arguments, receiver_key, suites
+from .naming import block_of, bound_arguments, positional, receiver_key, suites
 
 LIGHTNING_OPTIMIZERS = "optimizers"  # `self.optimizers()` hands back what this hook returns:
 LIGHTNING_HOOK = "configure_optimizers"
@@ -120,7 +120,7 @@ class Reader:
 
 def signature(function: cst.FunctionDef, method: bool) -> Signature:
     """Its positional parameters (without `self` for a method) and all its parameters' names."""
-    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    params = list(positional(function))
     names = {p.name.value for p in (*function.params.posonly_params, *function.params.params,
                                     *function.params.kwonly_params)}
     if method and params:

@@ -22,7 +22,7 @@ from ..knowledge.optimizers import CLEARING_FUNCTIONS, is_optimizer_callee
 from .conditions import literal_text
 from .counters import Counts
 from .moduleinfo import ClassInfo, FunctionFacts, ModuleInfo
-from .naming import assigned_names, block_of, dotted
+from .naming import assigned_names, block_of, dotted, positional
 from .sites import Sites
 
 Link = Callable[[str], Optional[str]]  # a qualified name -> the project function it names
@@ -187,7 +187,7 @@ class Calls:
 
     def _call_node(self, call: cst.Call, function: cst.FunctionDef, receiver: Optional[str], ctx: Context,
                    args: Optional[list[cst.Arg]] = None) -> Call:
-        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        params = list(positional(function))
         bindings: list[tuple[str, str]] = []
         if receiver is not None and params and params[0] in ("self", "cls"):
             bindings.append((params[0], receiver))
@@ -301,7 +301,7 @@ class Calls:
         owner = self.info.facts[id(init)].cls if init is not None else None
         if built is None or init is None or owner is None:
             return []
-        params = [p.name.value for p in (*init.params.posonly_params, *init.params.params)][1:]
+        params = list(positional(init))[1:]
         handed = _handed(built[1], params)
         found = []
         for attr, param in owner.fields.items():

@@ -38,6 +38,7 @@ from ..knowledge.frameworks import (
 )
 from .conditions import classify
 from .moduleinfo import ClassInfo, ModuleInfo, Registered
+from .naming import positional
 from .sites import Chunk, Sites
 from .walk import nodes_in
 
@@ -106,7 +107,7 @@ def hooks(info: ModuleInfo, cls: ClassInfo, framework: Framework) -> dict[str, c
 
 def parameter(hook: cst.FunctionDef, position: int) -> Optional[str]:
     """The name of a hook's parameter at `position` after `self` (None: it takes fewer)."""
-    params = [p.name.value for p in (*hook.params.posonly_params, *hook.params.params)][1:]
+    params = list(positional(hook))[1:]
     return params[position] if 0 <= position < len(params) else None
 
 

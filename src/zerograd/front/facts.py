@@ -188,10 +188,13 @@ class Collector:
                 self.info.table.engines.add(receiver_key(func.value))
             elif name in ("zero_grad", "clear_grad", "clear_gradients"):
                 facts.cleared |= {receiver_key(func.value)}
-            if type(func.value) is cst.Name and func.value.value == "self" and self.cls is not None:
-                self._counted(f"{self.cls.name}.{name}", call)  # `self.apply(opt, b, b)`
-                if len(call.args) >= 2:  # may hand an optimizer and what it holds (constructed.py)
-                    self.info.handing.append((self._scope(), f"{self.cls.name}.{name}", call))
+            owner = self._receiver_class(func.value)
+            if owner is not None:
+                self._counted(f"{owner}.{name}", call)  # `self.apply(opt, b, b)`, `agent.update(...)`
+            if len(call.args) >= 2:  # may hand an optimizer and what it holds (constructed.py)
+                self.info.method_calls[name] += 1
+                if owner is not None:
+                    self.info.handing.append((self._scope(), f"{owner}.{name}", call))
         elif type(func) is cst.Name:
             # Calling a parameter (`f()` in fastai's _with_events) may run anything handed over.
             facts.events |= func.value == "backward" or func.value in facts.parameters
@@ -223,6 +226,20 @@ class Collector:
             keyword = arg.keyword.value if arg.keyword else ""
             if REGISTER_CALL.match(callee) or REGISTER_KEYWORD.match(keyword):
                 self.info.registered.add(handed_name)
+
+    def _receiver_class(self, receiver: cst.BaseExpression) -> Optional[str]:
+        """The class whose method a call on `receiver` runs, where the pass knows it: `self` in
+        a method, an instance built in this scope or the module body (`agent = Agent(...)`), an
+        attribute built in a method of the class (`self.agent = Agent(...)`); a class of this
+        module by its name, an imported one qualified."""
+        if type(receiver) is cst.Name:
+            if receiver.value == "self":
+                return self.cls.name if self.cls is not None else None
+            return self.facts.instances.get(receiver.value) or self.info.module.instances.get(receiver.value)
+        key = receiver_key(receiver) if type(receiver) is cst.Attribute else ""
+        if key.startswith("self.") and key.count(".") == 1 and self.cls is not None:
+            return self.cls.attributes.get(key)
+        return None
 
     def _plain_parameters(self) -> frozenset[str]:
         """plain.plain_parameters of the function being read, once per function."""

@@ -106,6 +106,7 @@ class ModuleInfo:
     # Calls by a plain name (`train(args, trainer)`): how many per name, and those that hand an
     # instance of a class of this module over (`trainer = Trainer()`): (name, {arg: class}).
     name_calls: Counter[str] = field(default_factory=Counter)
+    method_calls: Counter[str] = field(default_factory=Counter)  # calls `x.m(a, b, ...)` per method name, whatever `x`
     hands: bool = False  # some `.grad` is assigned another's (a hand-over: clears.Clears._handed)
     instance_args: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     # Calls by name that hand one value to several parameters (`apply(opt, boundary, boundary)`):
@@ -228,7 +229,7 @@ def _typed_parameters(info: ModuleInfo) -> dict[tuple[int, str], str]:
         function = _called(info, name)
         if function is None:
             continue
-        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        params = list(positional(function))
         params = params[1:] if function is not info.functions.get(name) else params  # a constructor's `self`
         for where, cls in handed.items():
             param = params[int(where[1:])] if where.startswith("#") and int(where[1:]) < len(params) else where
@@ -263,7 +264,7 @@ def _twin_parameters(info: ModuleInfo) -> dict[int, dict[str, str]]:
         if len(counted) != 1 or count != calls[key]:
             continue
         function, method = functions[key]
-        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)][int(method):]
+        params = list(positional(function))[int(method):]
         named = [{params[int(w[1:])] if w.startswith("#") and int(w[1:]) < len(params) else w for w in group}
                  for group in groups]
         twins[key] = {p: min(group) for group in named for p in group if p != min(group)}

@@ -26,7 +26,7 @@ from ..analysis.model import Reach
 from ..analysis.reach import CLEAN, OPAQUE, coupled, cut, inward_reach, outward_reach, union
 from ..knowledge.values import NEW_TENSOR_METHODS, RECEIVER_ONLY, SCALER_PASS, makes_leaf, runs_only_itself
 from .literals import decided, literals_of
-from .naming import block_of, dotted, loss_of, receiver_key, suites
+from .naming import block_of, dotted, loss_of, positional, receiver_key, suites
 
 # Methods whose result carries no autograd graph: what they are called on is cut off.
 _DETACHING = frozenset({"detach", "detach_", "item", "tolist", "numpy", "data"})
@@ -453,7 +453,7 @@ class Tracer:
 
 def _bind(function: cst.FunctionDef, args: Sequence[cst.Arg], method: bool) -> Optional[dict[str, cst.BaseExpression]]:
     """The callee's parameter each argument binds, in the call's order (defaults: none)."""
-    params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+    params = list(positional(function))
     if method and params:
         params = params[1:]
     bound: dict[str, cst.BaseExpression] = {}

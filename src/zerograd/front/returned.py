@@ -16,7 +16,7 @@ from ..analysis.keys import rebase, root_of
 from .holdings import Holdings
 from .literals import literals_of, returns_taken
 from .moduleinfo import ModuleInfo
-from .naming import bound_arguments, receiver_key
+from .naming import bound_arguments, positional, receiver_key
 
 DEPTH = 3  # calls followed one inside another
 
@@ -33,7 +33,7 @@ class Returned:
         if found is None:
             return ()
         function, method = found
-        params = [p.name.value for p in (*function.params.posonly_params, *function.params.params)]
+        params = list(positional(function))
         params = params[1:] if method else params
         bound, starred = bound_arguments(call, params)
         if starred:

@@ -236,7 +236,7 @@ def _handed_parameters(collector: Collector, outside: Outside) -> Iterator[tuple
                 per_key.setdefault(key, []).append(modules)
     for (module, function, name), per_key in told.items():
         for key, sets in per_key.items():
-            if len(sets) != info.name_calls[name]:
+            if len(sets) != info.name_calls[name] or "." in name and len(sets) != info.method_calls[name.rpartition(".")[2]]:
                 continue  # a call that does not tell: what the parameter holds is not known
             modules = frozenset().union(*sets)
             where = (function if not key.startswith("self.") else "", key)
@@ -247,12 +247,15 @@ def _handed_parameters(collector: Collector, outside: Outside) -> Iterator[tuple
 
 
 def _callee(info: ModuleInfo, name: str, call: cst.Call, outside: Outside) -> Optional[Callee]:
-    """The function a call by `name` runs, as _handed_parameters reads it ("": of this module);
-    a class of this module is _handed_links's, a method called on another object not read."""
+    """The function a call by `name` runs, as _handed_parameters reads it ("": of this module):
+    a function, or a method (`Class.m`) of an instance whose class is known; a class of this
+    module is _handed_links's."""
     found = info.called(name)
-    if found is not None:  # a function of this module, or a method of its class called on `self`
+    if found is not None:  # a function of this module, or a method of its class
         params = positional(found[0])[int(found[1]):]
         return "", name, params, tuple((p, p) for p in params)
+    if "." in name and type(call.func) is cst.Attribute:  # a method of an imported class
+        return outside.callee(name)
     qualified = info.qualify(call.func) if name not in info.classes else None
     return outside.callee(qualified) if qualified else None
 

@@ -252,12 +252,15 @@ def _callee(project: Project, exports: dict[str, Exports], importer: str, qualif
     """The function, or the class keeping fields, of an already built module that `qualified`
     names in `importer` (frameworks.Outside.callee)."""
     origin = project.origin(importer, qualified)
-    if origin is None or origin[0] not in exports or "." in origin[1]:
+    if origin is None or origin[0] not in exports or origin[1].count(".") > 1:
         return None
     module, name = origin
     function = exports[module].functions.get(name)
     if function is not None:
-        return module, name, function[1], tuple((p, p) for p in function[1])
+        params = function[1][1:] if "." in name else function[1]  # a method's `self` is the receiver
+        return module, name, params, tuple((p, p) for p in params)
+    if "." in name:
+        return None
     fields = exports[module].fields.get(name)
     if fields is not None:
         return module, name, fields[0][1:], tuple((f"self.{attribute}", param) for attribute, param in fields[1])
