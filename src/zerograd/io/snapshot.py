@@ -15,6 +15,7 @@ back to a fresh run over the project.
 from __future__ import annotations
 
 import ast
+import gc
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -89,6 +90,10 @@ def lint_in_snapshot(path: str, data: bytes, settings: Settings, config: Config,
         files, context = found.get(root, ([path], []))
         snapshot = take(sorted(set(files + context)), settings, cache)
         _TAKEN[key] = snapshot, {os.path.abspath(p): p for p in snapshot.hashes}
+        # What a snapshot holds is acyclic and stays for the run: left to the collector, every
+        # collection flake8's own work triggers walked it again (DENSE: 4.8 s of CPU, a quarter
+        # of the plugin's cost). Frozen objects are still freed by reference counting.
+        gc.freeze()
         while len(_TAKEN) > KEPT:
             _TAKEN.popitem(last=False)
     _TAKEN.move_to_end(key)
