@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from .kept import parts
 from .lines import LINE
 from .relevance import ODD_ENDS, Def, Lines, Scan
 
@@ -24,7 +25,7 @@ def elide(source: str, scan: Scan, linked: frozenset[str] = frozenset()) -> str:
     perform an event."""
     if ODD_ENDS.search(source):
         return source
-    needed, trimmed = scan.parts(linked)
+    needed, trimmed = parts(scan, linked)
     cut = [d for key, d in enumerate(scan.functions, start=1) if key not in needed]
     if not cut and not trimmed:
         return source

@@ -1,4 +1,5 @@
-"""Which function bodies LibCST must parse, decided on CPython's `ast` tree (issue 13).
+"""What CPython's `ast` tree tells of a module before LibCST reads any of it (issue 13): the
+Scan, from which kept.py decides which function bodies LibCST must parse.
 
 LibCST's parser costs about ten times CPython's, and most functions of a training module (models,
 data, metrics) give the analysis nothing: facts.mark_relevant never builds a function that
@@ -21,7 +22,6 @@ from __future__ import annotations
 import ast
 import re
 import warnings
-from bisect import bisect_left
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any, NamedTuple, Optional, Union
@@ -30,11 +30,6 @@ from ..knowledge.frameworks import REGISTER_CALL, REGISTER_KEYWORD, ROOTS, SETTI
 from ..knowledge.optimizers import (
     BACKWARD_METHODS,
     EVENT_METHODS,
-    NON_TORCH_ROOTS,
-    is_engine_callee,
-    is_foreign_autograd,
-    is_optimizer_callee,
-    is_scaler_callee,
 )
 from .lines import LINE
 from .outline import Outline, closure
@@ -454,110 +449,6 @@ class Scan:
             aliases=dict(self.aliases), bases=bases,
             keeps=frozenset(c for c, (methods, _) in self.members.items()
                             if self.keeping.intersection(methods) or self.kept.keys() & set(methods)))
-
-    def needed(self, linked: frozenset[str] = frozenset()) -> set[int]:
-        """Functions whose bodies matter: mark_relevant's closure, and those holding facts."""
-        return self.parts(linked)[0]
-
-    def parts(self, linked: frozenset[str] = frozenset()) -> tuple[set[int], dict[int, list[Lines]]]:
-        """The functions whose bodies matter, and of those read only for their facts (they
-        cannot perform an event), the statements of their bodies that hold the facts: a
-        function whose statements all stay, or that encloses one that matters, is kept whole."""
-        if len(self._optimizers()) >= 2:
-            # Two optimizers: a loss's reach (ZG006) follows calls into any function of the
-            # module (provenance.py), so every body is read.
-            return set(range(1, len(self.functions) + 1)), {}
-        relevant = self.relevant(linked)
-        whole = relevant | self._constructors(relevant)
-        kept = whole | self.facts
-        held = {k: list(v) for k, v in self.held.items() if k not in whole}
-        for (owner, callee), top in zip(self.assigned, self.assigned_in):
-            if owner not in whole and _records(qualify(callee, self.aliases), self.classes):
-                kept.add(owner)
-                if top is None:
-                    whole.add(owner)
-                else:
-                    held.setdefault(owner, []).append(top)
-        for owner, top in self._builders_returns():
-            if owner not in whole:
-                kept.add(owner)
-                held.setdefault(owner, []).append(top)
-        # What an optimizer is built over (holdings.py): a local of the function that builds it
-        # (kept whole), an attribute wherever a method assigns it (`self.w = w.clone()`).
-        over: set[str] = set()
-        for (owner, callee), names in zip(self.assigned, self.assigned_over):
-            if names and is_optimizer_callee(qualify(callee, self.aliases) or ""):
-                over |= names
-                if owner and any("." not in name for name in names):
-                    kept.add(owner)
-                    whole.add(owner)
-        for (owner, name), top in zip(self.counts, self.counted_in):
-            if name in over and owner and owner not in whole:
-                kept.add(owner)
-                if top is None:
-                    whole.add(owner)
-                else:
-                    held.setdefault(owner, []).append(top)
-        whole |= self.loose & kept
-        # A function that encloses another kept one is its environment: kept whole.
-        inner = sorted(self.functions[k - 1].line for k in kept if 0 < k <= len(self.functions))
-        for key in list(held):
-            if 0 < key <= len(self.functions):
-                outer = self.functions[key - 1]
-                at = bisect_left(inner, outer.first)
-                if at < len(inner) and inner[at] <= outer.last:
-                    whole.add(key)
-        return kept, {k: v for k, v in held.items() if k not in whole and 0 < k <= len(self.functions)}
-
-    def _optimizers(self) -> set[tuple[int, Any]]:
-        """The optimizers the module builds by name: `optimizer = AdamW(...)` on one branch and
-        `optimizer = Adafactor(...)` on the other are one (a local by its function, an
-        attribute by its name); a construction not assigned to one name is one of its own."""
-        found: set[tuple[int, Any]] = set()
-        for number, ((owner, callee), target) in enumerate(zip(self.assigned, self.assigned_to)):
-            if is_optimizer_callee(qualify(callee, self.aliases) or ""):
-                if target is None:
-                    found.add((-1, number))
-                else:
-                    found.add((-1 if target[0] == "self" else owner, target))
-        return found
-
-    def _builders_returns(self) -> list[tuple[int, Lines]]:
-        """The return statements of functions that build an optimizer (builders.py reads what
-        they return): those that assign one, or return a construction."""
-        def builds(callee: Optional[tuple[str, ...]]) -> bool:
-            return is_optimizer_callee(qualify(callee, self.aliases) or "")
-        builders = {owner for owner, callee in self.assigned if builds(callee)}
-        return [(owner, top) for owner, top, callees in self.returns
-                if owner in builders or any(builds(c) for c in callees)]
-
-    def _lineage(self, name: str) -> list[tuple[list[int], list[str]]]:
-        """The members of class `name` and of its bases defined in this module."""
-        found, seen, pending = [], set(), [name]
-        while pending:
-            current = pending.pop()
-            if current in seen or current not in self.members:
-                continue
-            seen.add(current)
-            found.append(self.members[current])
-            pending.extend(base.rsplit(".", 1)[-1] for base in self.members[current][1])
-        return found
-
-    def _constructors(self, relevant: set[int]) -> set[int]:
-        """The `__init__` of a class with a relevant method, and of its bases: the fields it sets
-        (`self.opt = optimizer`) bind what a caller constructed it with (calls._field_bindings)."""
-        active = [name for name, (methods, _) in self.members.items() if any(m in relevant for m in methods)]
-        return {m for name in active for methods, _ in self._lineage(name) for m in methods
-                if self.functions[m - 1].name == "__init__"}
-
-
-def _records(qualified: Optional[str], classes: set[str]) -> bool:
-    """An assignment from this callee is recorded by facts.py (Collector._assigned)."""
-    if qualified is None:
-        return False
-    return (is_optimizer_callee(qualified) or is_scaler_callee(qualified) or is_engine_callee(qualified)
-            or qualified.startswith("deepspeed.") or qualified.split(".", 1)[0] in NON_TORCH_ROOTS
-            or is_foreign_autograd(qualified) or qualified in ("functools.partial", "partial") or qualified in classes)
 
 
 def _steps(node: ast.AST, name: str) -> bool:
