@@ -19,11 +19,6 @@ from .pytree import qualify
 from .relevance import Lines, Scan
 
 
-def needed(scan: Scan, linked: frozenset[str] = frozenset()) -> set[int]:
-    """Functions whose bodies matter: mark_relevant's closure, and those holding facts."""
-    return parts(scan, linked)[0]
-
-
 def parts(scan: Scan, linked: frozenset[str] = frozenset()) -> tuple[set[int], dict[int, list[Lines]]]:
     """The functions whose bodies matter, and of those read only for their facts (they
     cannot perform an event), the statements of their bodies that hold the facts: a
