@@ -280,6 +280,7 @@ class Collector(Members):
                 self.holdings.bind(self._scope(), target.value, value, shared=self._shared())
             elif isinstance(target, cst.Attribute) and self.cls is not None and receiver_key(target).startswith("self."):
                 self.holdings.bind(id(self.cls), receiver_key(target), value, self._scope(), self._shared())
+                self.cls.assigned.add(receiver_key(target))
         if not isinstance(value, cst.Call):
             return
         self._from_builder(targets, value)

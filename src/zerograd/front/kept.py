@@ -86,12 +86,17 @@ def _optimizers(scan: Scan) -> set[tuple[int, Any]]:
 
 def _builders_returns(scan: Scan) -> list[tuple[int, Lines]]:
     """The return statements of functions that build an optimizer (builders.py reads what
-    they return): those that assign one, or return a construction."""
+    they return): those that assign one, or return a construction; and the assignments from a
+    call of one of them (`self.optimizer = self.generator_solver()`), which settle.py binds."""
     def builds(callee: Optional[tuple[str, ...]]) -> bool:
         return is_optimizer_callee(qualify(callee, scan.aliases) or "")
     builders = {owner for owner, callee in scan.assigned if builds(callee)}
-    return [(owner, top) for owner, top, callees in scan.returns
-            if owner in builders or any(builds(c) for c in callees)]
+    found = [(owner, top) for owner, top, callees in scan.returns
+             if owner in builders or any(builds(c) for c in callees)]
+    names = {scan.functions[owner - 1].name for owner, _ in found if 0 < owner <= len(scan.functions)}
+    found += [(owner, top) for (owner, callee), top in zip(scan.assigned, scan.assigned_in)
+              if callee and callee[-1] in names and top is not None]
+    return found
 
 
 def _lineage(scan: Scan, name: str) -> list[tuple[list[int], list[str]]]:

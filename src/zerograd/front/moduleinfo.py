@@ -33,6 +33,10 @@ class ClassInfo:
     # `super().__init__(actor, actor_optim)` in its `__init__`: what it hands its first base's
     # constructor, which may keep it as fields (settle._inherited_fields).
     up: Optional[cst.Call] = None
+    assigned: set[str] = field(default_factory=set)  # `self.x` its methods assign
+    # What its bases in other modules of the project build as optimizers (`self.optimizer` ->
+    # the modules it holds): Outside.attributes, handed on to its own subclasses there.
+    received: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass

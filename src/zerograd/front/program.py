@@ -47,6 +47,9 @@ class Exports:
     builders: dict[str, Built] = field(default_factory=dict)  # function -> what it returns (builders.py)
     # What its calls hand other modules' functions and classes (ModuleInfo.tells).
     tells: dict[str, dict[tuple[str, str], frozenset[str]]] = field(default_factory=dict)
+    # Per class, the optimizers its methods (or its bases') build on `self` and the modules each
+    # holds: what a subclass in another module steps (Outside.attributes).
+    attributes: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
 
 # Names of per-batch update functions (rules.md section 3); `test_*` and `main` never are.
 STEP_NAMES = re.compile(
@@ -163,7 +166,25 @@ def _exports(info: ModuleInfo, index: dict[int, int]) -> Exports:
         if init is not None and owner is not None and owner.fields:
             fields[cls.name] = (positional(init), tuple(owner.fields.items()))
     return Exports({name: (index[id(f)], positional(f)) for name, f in named if id(f) in index}, fields,
-                   builders=info.builders)
+                   builders=info.builders, attributes=_attributes(info))
+
+
+def _attributes(info: ModuleInfo) -> dict[str, dict[str, frozenset[str]]]:
+    """Per class, the optimizers on `self` that it or its bases build, with what each holds; only
+    those holding nothing but modules on `self` (the subclass's `self` is the same object)."""
+    table = info.table
+    found = {}
+    for cls in info.classes.values():
+        held = {}
+        for c in info.lineage(cls):
+            held.update(c.received)
+            for key in c.assigned:
+                modules = table.links.get(key)
+                if key in table.built and modules and all(m.startswith("self.") for m in modules):
+                    held[key] = frozenset(modules)
+        if held:
+            found[cls.name] = held
+    return found
 
 
 def _module_scope(builder: Builder, chunks: list[Chunk], info: ModuleInfo) -> Function:

@@ -71,6 +71,26 @@ def settle(collector: Collector, outside: Outside = ALONE) -> None:
         if table.is_optimizer(key) and not table.links.get(key):
             table.links.setdefault(key, set()).update(modules)
             table.builds.setdefault((scope, key), set()).add(modules)
+    _inherited_attributes(info, outside)
+
+
+def _inherited_attributes(info: ModuleInfo, outside: Outside) -> None:
+    """The optimizers a base class in another module of the project builds on `self`
+    (`self.optimizer = self.configure_optimizers()` in `BaseCoach.restart_training`) are what a
+    subclass here steps as `self.optimizer`, holding what they hold there; unless this module
+    builds one of that name itself."""
+    table = info.table
+    own = set(table.built)
+    for cls in info.classes.values():
+        for current in info.lineage(cls):
+            for base in current.bases:
+                if base.rsplit(".", 1)[-1] in info.classes or base.split(".", 1)[0] not in info.aliases:
+                    continue
+                for key, modules in outside.attributes(info.qualify_name(base)).items():
+                    if key not in own:
+                        cls.received[key] = modules
+                        table.built.add(key)
+                        table.links.setdefault(key, set()).update(modules)
 
 
 def _read(collector: Collector, read: dict[tuple[int, bool], Optional[list[Slot]]], function: cst.FunctionDef,

@@ -252,6 +252,9 @@ class Outside:
     # What the modules linked with it hand its functions and classes: (function, or "" for a
     # class's field; key) -> the modules it holds.
     incoming: Mapping[tuple[str, str], frozenset[str]] = field(default_factory=dict)
+    # The optimizers an imported class of the project builds on `self` (a qualified name ->
+    # `self.optimizer` -> the modules it holds): its subclasses here step them.
+    attributes: Callable[[str], Mapping[str, frozenset[str]]] = lambda qualified: {}
 
 
 ALONE = Outside()  # a module checked on its own (the flake8 plugin, a module outside every group)

@@ -15,6 +15,7 @@ import bisect
 import gc
 import os
 import warnings
+from collections.abc import Mapping
 from dataclasses import replace
 from functools import partial
 from typing import Callable, Optional
@@ -198,7 +199,7 @@ class _Linker:
         scan, unit.scan = unit.scan, None
         outside = Outside(partial(_hooked_base, self.project, before, path), self.accumulation, self.pytorch,
                           partial(_builder, self.project, before, path), partial(_callee, self.project, before, path),
-                          self.incoming.get(path, {}))
+                          self.incoming.get(path, {}), partial(_attributes, self.project, before, path))
         return front_end(unit.text, self.settings, linked=unit.linked, link=partial(_link, self.project, before, path),
                          outside=outside, scan=scan)
 
@@ -265,6 +266,13 @@ def _callee(project: Project, exports: dict[str, Exports], importer: str, qualif
     if fields is not None:
         return module, name, fields[0][1:], tuple((f"self.{attribute}", param) for attribute, param in fields[1])
     return None
+
+
+def _attributes(project: Project, exports: dict[str, Exports], importer: str,
+                qualified: str) -> Mapping[str, frozenset[str]]:
+    """The optimizers the project's class `qualified` (a base in `importer`) builds on `self`."""
+    origin = project.origin(importer, qualified)
+    return exports[origin[0]].attributes.get(origin[1], {}) if origin is not None and origin[0] in exports else {}
 
 
 def _hooked_base(project: Project, exports: dict[str, Exports], importer: str, qualified: str) -> Optional[str]:

@@ -127,6 +127,7 @@ class Project:
                 grown = self.relevant(unit) | self._relevant(unit, linked)
                 if grown != unit.relevant:
                     unit.relevant, changed = grown, True
+        self._inherits(active)
         self._based(active)
         groups = [group for group in _components({a: self.units[a].deps for a in active}) if len(group) > 1]
         grouped = {a for group in groups for a in group}
@@ -207,6 +208,29 @@ class Project:
                             and self._keeps(base, name)):
                         unit.deps |= {module}
                         found.add(module)
+            pending = found - active
+            active |= found
+            if not pending:
+                return
+
+    def _inherits(self, active: set[str]) -> None:
+        """The modules defining a class of the project that a module which may hold a finding
+        subclasses, when their text may build an optimizer: the subclass steps what
+        its base built (settle._inherited_attributes); and their own bases', as far."""
+        pending = set(self.holding)
+        for _ in range(MAX_HOPS):
+            found = set()
+            for path in pending:
+                unit = self.units[path]
+                if not unit.imports:
+                    continue
+                for module, name, local in self._targets(unit):
+                    base = self.units[module]
+                    if (name is not None and module != path and _subclasses(unit, local)
+                            and _defines(base, "class", name) and _BUILDS_OPTIMIZER.search(base.text)):
+                        unit.deps |= {module}
+                        found.add(module)
+                        active.add(path)
             pending = found - active
             active |= found
             if not pending:
