@@ -173,10 +173,11 @@ class Front:
 
 def front_end(source: str, settings: Settings, elide: bool = True, tree: Optional[ast.Module] = None,
               link: Optional[Link] = None, linked: frozenset[str] = frozenset(),
-              outside: Outside = ALONE, scan: Optional[Scan] = None) -> Front | Report:
+              outside: Outside = ALONE, scan: Optional[Scan] = None, values: frozenset[str] = frozenset()) -> Front | Report:
     """Parse and build one module (a Report holds its syntax error); `link` and `linked` name
     the functions of the other modules of the project (project.py); `scan`: the plan's scan of
-    `tree`, used up (Scan.release)."""
+    `tree`, used up (Scan.release); `values`: its functions whose return values other modules
+    of the project trace (program.build_module)."""
     import libcst
 
     from .front.compact import Shared, share_whitespace
@@ -190,7 +191,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
         if scan is None:  # CPython's parser: fast, and rejects pathological input early
             scan = scan_of(source, tree)
         trees = kept_trees()
-        pieces = chunk_source(cut(source, scan, linked) if elide else source, scan.starts)
+        pieces = chunk_source(cut(source, scan, linked, values) if elide else source, scan.starts)
         pieces.reverse()
         fields = scan.fields()
         # The scan and the cut text are not needed past this point: on a long file they weigh
@@ -219,7 +220,7 @@ def front_end(source: str, settings: Settings, elide: bool = True, tree: Optiona
     except (SyntaxError, RecursionError, MemoryError, ValueError) as error:
         return Report([_syntax_error(source, str(error) or type(error).__name__, 1, 0)])
     try:
-        return Front(*build_module(chunks, settings, link, linked, outside, fields))
+        return Front(*build_module(chunks, settings, link, linked, outside, fields, values))
     except RecursionError:
         return _too_deep()
 

@@ -3,7 +3,9 @@ chaining, a cut, and the moves between a caller's terms and a method's (analysis
 
 from __future__ import annotations
 
-from .keys import inward, outward
+from collections.abc import Mapping
+
+from .keys import inward, outward, rebase, root_of
 from .model import Reach
 
 CLEAN = Reach(frozenset(), frozenset(), False)
@@ -26,6 +28,20 @@ def coupled(*parts: Reach) -> Reach:
         return found
     pairs = {(a, b) for i, one in enumerate(with_modules) for other in with_modules[i + 1:] for a in one for b in other}
     return found._replace(chained=found.chained | pairs)
+
+
+def instantiate(summary: Reach, bound: Mapping[str, Reach], renamed: Mapping[str, str]) -> Reach:
+    """A summary whose modules name a function's parameters (front/valued.py), each replaced by
+    what the caller's argument reaches, or by the caller's module it is (`renamed`: `D.enc`
+    is the caller's `self.D.enc`); a name under no parameter may be anything (opaque)."""
+    def of(name: str) -> Reach:
+        root = root_of(name)
+        if root in renamed:
+            return Reach(frozenset({rebase(name, root, renamed[root]) or name}), frozenset(), False)
+        return bound.get(root, OPAQUE)
+    cut = frozenset().union(*(of(m).modules | of(m).cut for m in summary.cut))
+    chained = frozenset((a, b) for x, y in summary.chained for a in of(x).modules for b in of(y).modules)
+    return union(Reach(frozenset(), cut, summary.opaque, chained), *(of(m) for m in summary.modules))
 
 
 def cut(value: Reach) -> Reach:

@@ -19,13 +19,13 @@ from .relevance import ODD_ENDS, Def, Lines, Scan
 MIN_LINES = 3  # a shorter body is not worth cutting
 
 
-def elide(source: str, scan: Scan, linked: frozenset[str] = frozenset()) -> str:
+def elide(source: str, scan: Scan, linked: frozenset[str] = frozenset(), values: frozenset[str] = frozenset()) -> str:
     """`source` with the bodies of the functions the analysis does not need cut out; `scan`:
     source's (scan_text); `linked` names functions of other modules of the project that can
-    perform an event."""
+    perform an event; `values` its functions whose return values they trace."""
     if ODD_ENDS.search(source):
         return source
-    needed, trimmed = parts(scan, linked)
+    needed, trimmed = parts(scan, linked, values)
     cut = [d for key, d in enumerate(scan.functions, start=1) if key not in needed]
     if not cut and not trimmed:
         return source

@@ -19,16 +19,19 @@ from .pytree import qualify
 from .relevance import Lines, Scan
 
 
-def parts(scan: Scan, linked: frozenset[str] = frozenset()) -> tuple[set[int], dict[int, list[Lines]]]:
+def parts(scan: Scan, linked: frozenset[str] = frozenset(),
+          values: frozenset[str] = frozenset()) -> tuple[set[int], dict[int, list[Lines]]]:
     """The functions whose bodies matter, and of those read only for their facts (they
     cannot perform an event), the statements of their bodies that hold the facts: a
-    function whose statements all stay, or that encloses one that matters, is kept whole."""
+    function whose statements all stay, or that encloses one that matters, is kept whole.
+    `values`: functions whose return values other modules trace (valued.py), kept whole."""
     if len(_optimizers(scan)) >= 2:
         # Two optimizers: a loss's reach (ZG006) follows calls into any function of the
         # module (provenance.py), so every body is read.
         return set(range(1, len(scan.functions) + 1)), {}
     relevant = scan.relevant(linked)
     whole = relevant | _constructors(scan, relevant)
+    whole |= {k for k, d in enumerate(scan.functions, start=1) if d.name in values}
     kept = whole | scan.facts
     held = {k: list(v) for k, v in scan.held.items() if k not in whole}
     for (owner, callee), top in zip(scan.assigned, scan.assigned_in):

@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Optional, Union
 
 import libcst as cst
 
 from ..analysis.model import Function, Program, Seq, Settings
-from ..knowledge.frameworks import ALONE, Outside, Slot
+from ..knowledge.frameworks import ALONE, Outside, Slot, Valued
 from ..knowledge.optimizers import (
     NON_TORCH_NUMERIC,
     OTHER_AUTOGRAD_ROOTS,
@@ -33,6 +34,7 @@ from .naming import assigned_names, block_of, positional, statements_of, suites
 from .scopes import Builder
 from .settle import settle
 from .sites import Chunk, Sites
+from .valued import summarise
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ class Exports:
     # Per class, the optimizers its methods (or its bases') build on `self` and the modules each
     # holds: what a subclass in another module steps (Outside.attributes).
     attributes: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
+    values: dict[str, Valued] = field(default_factory=dict)  # function -> what its return value reaches
 
 # Names of per-batch update functions (rules.md section 3); `test_*` and `main` never are.
 STEP_NAMES = re.compile(
@@ -67,10 +70,12 @@ def build(module: Union[cst.Module, list[Chunk]], settings: Settings) -> tuple[P
 
 def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, link: Optional[Link] = None,
                  linked: frozenset[str] = frozenset(), outside: Outside = ALONE,
-                 fields: Optional[dict[str, dict[str, str]]] = None) -> tuple[Program, Sites, Exports]:
+                 fields: Optional[dict[str, dict[str, str]]] = None,
+                 values: frozenset[str] = frozenset()) -> tuple[Program, Sites, Exports]:
     """build, and the module's functions that other modules can call: name (`f`, `Class.m`)
     -> (position in Program.functions, positional parameters). `link` and `linked` (project.py)
-    name the functions of other modules of the project."""
+    name the functions of other modules of the project; `values` those whose return values
+    modules of the project trace (Exports.values)."""
     chunks = module if isinstance(module, list) else [Chunk(module)]
     info = ModuleInfo(table=OptimizerTable(settings))
     collector = Collector(info)
@@ -91,6 +96,7 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
     functions = [(f, cls) for f, cls, _ in placed]
     index = {id(f): position + 1 for position, (f, _) in enumerate(functions)}
     builder = Builder(info, sites, index, link)
+    builder.exported = outside.value
     _hook_facts(builder, info, outside)
     scopes = [_module_scope(builder, chunks, info)]
     for function, cls, (sites.chunk, sites.top) in placed:
@@ -120,7 +126,19 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
             program.functions[position] = _with_step(program.functions[position])
     hooks = {cls.name: f.name for cls in info.class_of.values() if (f := builder.frameworks.get(id(cls))) is not None}
     tells = {module: {key: frozenset(held) for key, held in keys.items()} for module, keys in info.tells.items()}
-    return program, sites, replace(_exports(info, index), hooked=hooks, tells=tells)
+    return program, sites, replace(_exports(info, index), hooked=hooks, tells=tells,
+                                   values=_values(builder, info, values))
+
+
+def _values(builder: Builder, info: ModuleInfo, names: frozenset[str]) -> dict[str, Valued]:
+    """What the return values of its functions `names` reach, for other modules (valued.py)."""
+    found = {}
+    for name in sorted(names):
+        function = info.functions.get(name)
+        valued = summarise(function, partial(builder.tracer, function)) if function is not None else None
+        if valued is not None:
+            found[name] = valued
+    return found
 
 
 def _hook_facts(builder: Builder, info: ModuleInfo, outside: Outside) -> None:

@@ -24,9 +24,11 @@ import libcst as cst
 from ..analysis.keys import inward, rebase, related, root_of, within
 from ..analysis.model import Reach
 from ..analysis.reach import CLEAN, OPAQUE, coupled, cut, inward_reach, outward_reach, union
+from ..knowledge.frameworks import Valued
 from ..knowledge.values import NEW_TENSOR_METHODS, RECEIVER_ONLY, SCALER_PASS, makes_leaf, runs_only_itself
 from .literals import decided, literals_of
 from .naming import block_of, dotted, loss_of, positional, receiver_key, suites
+from .valued import applied
 
 # Methods whose result carries no autograd graph: what they are called on is cut off.
 _DETACHING = frozenset({"detach", "detach_", "item", "tolist", "numpy", "data"})
@@ -64,6 +66,8 @@ class Names(NamedTuple):
     callables: Callable[[Optional[cst.FunctionDef]], dict[str, str]]
     # Its attributes that hold no graph (`self.gamma = 0.99`, plain.py).
     plain: Callable[[Optional[cst.FunctionDef]], frozenset[str]]
+    # What a function of another module of the project returns (Outside.value, valued.py).
+    exported: Callable[[str], Optional[Valued]] = lambda qualified: None
 
 
 class Tracer:
@@ -323,6 +327,8 @@ class Tracer:
         if library is not None:
             return library
         summary = self._summary(node, args)
+        if summary is None and isinstance(func, (cst.Name, cst.Attribute)):
+            summary = self._exported(node, args)
         if summary is not None:
             return summary
         if isinstance(func, cst.Name):
@@ -331,6 +337,19 @@ class Tracer:
         if runs_only_itself(self.instances.get(self.key(func), "")):
             return coupled(CLEAN, *args)  # `self.bce(d_out, y)`: a torch.nn loss or layer of the object
         return coupled(self.value(func.value) if isinstance(func, cst.Attribute) else OPAQUE, *args)
+
+    def _exported(self, node: cst.Call, args: list[Reach]) -> Optional[Reach]:
+        """A call of a function of another module of the project: its summary (valued.py), with
+        the modules handed over and what the other arguments reach in its parameters' place."""
+        qualified = self.names.qualify(node.func)
+        valued = self.names.exported(qualified) if qualified is not None else None
+        if valued is None:
+            return None
+
+        def module(arg: cst.BaseExpression) -> Optional[str]:
+            key = self.key(arg) if isinstance(arg, (cst.Name, cst.Attribute)) else ""
+            return key if key and related(key, self.modules) else None
+        return applied(valued, node.args, args, module)
 
     def _library(self, node: cst.Call) -> Optional[Reach]:
         """What a library call's result carries (knowledge/values.py): a new leaf carries no

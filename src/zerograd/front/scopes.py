@@ -7,7 +7,7 @@ naming.py and judged with the optimizer table the first pass (facts.py) filled.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Optional, Union
 
@@ -15,7 +15,7 @@ import libcst as cst
 
 from ..analysis.keys import FLAG, HANDED, INVARIANT, root_of
 from ..analysis.model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
-from ..knowledge.frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework
+from ..knowledge.frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework, Valued
 from ..knowledge.optimizers import BACKWARD_METHODS, is_optimizer_callee
 from .calls import Context, Link
 from .conditions import (
@@ -44,7 +44,7 @@ from .naming import (
     text_of,
     written,
 )
-from .provenance import SUMMARIES, Callee, Names, Resolver, Summaries, trace
+from .provenance import SUMMARIES, Callee, Names, Resolver, Summaries, Tracer, trace
 from .receivers import Receivers
 from .sites import Sites
 from .walk import nodes_in
@@ -80,6 +80,7 @@ class Builder(Receivers, Windows):
         self.hook_optimizers: dict[int, str] = {}
         self.closures: dict[int, str] = {}
         self._sets: dict[frozenset[str], frozenset[str]] = {}
+        self.exported: Callable[[str], Optional[Valued]] = lambda qualified: None  # Outside.value
 
     def shared(self, names: frozenset[str]) -> frozenset[str]:
         """One object per distinct set of names in the IR (parameters, locals, loop targets):
@@ -114,11 +115,20 @@ class Builder(Receivers, Windows):
         modules = [found for found in held.values() if found]
         if len(modules) < 2:
             return {}
-        names = Names(self.info.qualify, self.info.aliases.__contains__, table.is_scaler, table.tensors, self._instances,
-                      self._callables, self._plain)
         return trace(body, frozenset().union(*modules), lambda node: self.key(node, ctx), params,
-                     frozenset(self.info.functions), names, self._resolver(ctx), self.returns,
+                     frozenset(self.info.functions), self._names(), self._resolver(ctx), self.returns,
                      SUMMARIES + 4 * len(self.info.every_function), ctx.function)
+
+    def tracer(self, function: cst.FunctionDef, modules: frozenset[str], params: frozenset[str]) -> Tracer:
+        """A Tracer of module-level `function` over `modules` (valued.summarise)."""
+        ctx = Context(function=function)
+        return Tracer(modules, lambda node: self.key(node, ctx), params, frozenset(self.info.functions), self._names(),
+                      self._resolver(ctx), 0, self.returns, SUMMARIES + 4 * len(self.info.every_function), function)
+
+    def _names(self) -> Names:
+        table = self.info.table
+        return Names(self.info.qualify, self.info.aliases.__contains__, table.is_scaler, table.tensors, self._instances,
+                     self._callables, self._plain, self.exported)
 
     def _instances(self, function: Optional[cst.FunctionDef]) -> dict[str, str]:
         """`self.X` -> the class it was built from, in the class of method `function` and its bases."""

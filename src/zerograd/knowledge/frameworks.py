@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Optional
 
-from ..analysis.model import Kind
+from ..analysis.model import Kind, Reach
 from .optimizers import Built
 
 # Registering a function with a framework that calls it once per batch (ignite, skorch, ...).
@@ -231,6 +231,9 @@ SETTINGS = frozenset(f.accumulation[1] for f in (*FRAMEWORKS, IGNITE) if f.accum
 
 
 Callee = tuple[str, str, tuple[str, ...], tuple[tuple[str, str], ...]]
+# A function's parameters (all, in order; keyword-only last) and what its return value reaches,
+# each parameter standing for itself (Reach.modules names them): program._values.
+Valued = tuple[tuple[str, ...], int, Reach]
 
 
 @dataclass(frozen=True)
@@ -255,6 +258,9 @@ class Outside:
     # The optimizers an imported class of the project builds on `self` (a qualified name ->
     # `self.optimizer` -> the modules it holds): its subclasses here step them.
     attributes: Callable[[str], Mapping[str, frozenset[str]]] = lambda qualified: {}
+    # What a function of another module of the project returns reaches, in terms of its
+    # parameters (a qualified name -> its positional parameters and the Reach): provenance.py.
+    value: Callable[[str], Optional[Valued]] = lambda qualified: None
 
 
 ALONE = Outside()  # a module checked on its own (the flake8 plugin, a module outside every group)

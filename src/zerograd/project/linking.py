@@ -25,7 +25,7 @@ from ..engine import Front, Report, analyse, front_end
 from ..front.program import Exports
 from ..front.relevance import Scan
 from ..front.sites import Sites
-from ..knowledge.frameworks import SETTINGS, Callee, Outside, accumulation_of
+from ..knowledge.frameworks import SETTINGS, Callee, Outside, Valued, accumulation_of
 from ..knowledge.optimizers import TORCH_FAMILY, Built
 from .plan import Project, qualified_name
 
@@ -199,9 +199,10 @@ class _Linker:
         scan, unit.scan = unit.scan, None
         outside = Outside(partial(_hooked_base, self.project, before, path), self.accumulation, self.pytorch,
                           partial(_builder, self.project, before, path), partial(_callee, self.project, before, path),
-                          self.incoming.get(path, {}), partial(_attributes, self.project, before, path))
+                          self.incoming.get(path, {}), partial(_attributes, self.project, before, path),
+                          partial(_valued, self.project, before, path))
         return front_end(unit.text, self.settings, linked=unit.linked, link=partial(_link, self.project, before, path),
-                         outside=outside, scan=scan)
+                         outside=outside, scan=scan, values=unit.values)
 
     def _rebuild(self, number: int) -> Sites:
         """The sites of the `number`th module built, built again as it was: bound to the same
@@ -273,6 +274,12 @@ def _attributes(project: Project, exports: dict[str, Exports], importer: str,
     """The optimizers the project's class `qualified` (a base in `importer`) builds on `self`."""
     origin = project.origin(importer, qualified)
     return exports[origin[0]].attributes.get(origin[1], {}) if origin is not None and origin[0] in exports else {}
+
+
+def _valued(project: Project, exports: dict[str, Exports], importer: str, qualified: str) -> Optional[Valued]:
+    """What the return value of the project's function `qualified` (in `importer`) reaches."""
+    origin = project.origin(importer, qualified)
+    return exports[origin[0]].values.get(origin[1]) if origin is not None and origin[0] in exports else None
 
 
 def _hooked_base(project: Project, exports: dict[str, Exports], importer: str, qualified: str) -> Optional[str]:

@@ -46,7 +46,7 @@ class Unit:
     project's mapping when first asked: every module of a project has one during the plan."""
 
     __slots__ = ("path", "source", "texts", "given", "imports", "facts", "scan", "outline", "defs", "relevant",
-                 "keep", "methods", "deps", "linked", "targets", "calls", "bases")
+                 "keep", "methods", "deps", "linked", "targets", "calls", "bases", "values")
 
     def __init__(self, path: str, source: Optional[str], imports: tuple[Imported, ...], facts: Optional[Facts] = None,
                  texts: Optional[Mapping[str, str]] = None, given: str = "") -> None:
@@ -67,6 +67,8 @@ class Unit:
         self.targets: Optional[list[tuple[str, Optional[str], str]]] = None  # Project._targets
         self.calls: Optional[dict[str, set[str]]] = None  # prefix -> names called as `prefix.name(`
         self.bases: Optional[set[str]] = None  # the names its classes' bases are written with
+        # Its functions whose return values modules of its group trace (`generator_loss`).
+        self.values: frozenset[str] = _EMPTY
 
     @property
     def text(self) -> str:
@@ -128,6 +130,7 @@ class Project:
                 if grown != unit.relevant:
                     unit.relevant, changed = grown, True
         self._inherits(active)
+        self._valued(active)
         self._based(active)
         groups = [group for group in _components({a: self.units[a].deps for a in active}) if len(group) > 1]
         grouped = {a for group in groups for a in group}
@@ -235,6 +238,28 @@ class Project:
             active |= found
             if not pending:
                 return
+
+    def _valued(self, active: set[str]) -> None:
+        """A module that may hold a finding and builds two or more optimizers (where ZG006 reads
+        what each loss reaches) joins the modules whose functions it calls by name, and those
+        modules export what the functions' return values reach (a loss computed in `losses.py`)."""
+        for path in self.holding:
+            unit = self.units[path]
+            if not unit.imports or len(_BUILDS_OPTIMIZER.findall(unit.text)) < 2:
+                continue
+            for module, name, local in self._targets(unit):
+                other = self.units[module]
+                if module == path:
+                    continue
+                if name is not None:
+                    called = {name} if _defines(other, "def", name) and re.search(rf"\b{re.escape(local)}\s*\(", unit.text) \
+                        else set()
+                else:
+                    called = {f for f in self._called_on(unit, local) if _defines(other, "def", f)}
+                if called:
+                    unit.deps |= {module}
+                    other.values |= called
+                    active |= {path, module}
 
     def _framework_deps(self, unit: Unit, active: set[str]) -> set[str]:
         """rules.md section 7 across modules: the modules defining a framework's class of the
