@@ -127,15 +127,20 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
     hooks = {cls.name: f.name for cls in info.class_of.values() if (f := builder.frameworks.get(id(cls))) is not None}
     tells = {module: {key: frozenset(held) for key, held in keys.items()} for module, keys in info.tells.items()}
     return program, sites, replace(_exports(info, index), hooked=hooks, tells=tells,
-                                   values=_values(builder, info, values))
+                                   values=_values(builder, info, values, chunks))
 
 
-def _values(builder: Builder, info: ModuleInfo, names: frozenset[str]) -> dict[str, Valued]:
-    """What the return values of its functions `names` reach, for other modules (valued.py)."""
-    found = {}
+def _values(builder: Builder, info: ModuleInfo, names: frozenset[str], chunks: list[Chunk]) -> dict[str, Valued]:
+    """What the return values of its functions `names` reach, for other modules (valued.py).
+    A global of the module the function calls (`DISC(fake)`) may be any module: opaque."""
+    found: dict[str, Valued] = {}
+    if not names:
+        return found
+    ours = frozenset(info.functions) | frozenset(info.classes) | frozenset(
+        assigned_names([s for chunk in chunks for s in chunk.module.body]))
     for name in sorted(names):
         function = info.functions.get(name)
-        valued = summarise(function, partial(builder.tracer, function)) if function is not None else None
+        valued = summarise(function, partial(builder.tracer, function, ours=ours)) if function is not None else None
         if valued is not None:
             found[name] = valued
     return found

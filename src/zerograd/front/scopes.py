@@ -119,10 +119,12 @@ class Builder(Receivers, Windows):
                      frozenset(self.info.functions), self._names(), self._resolver(ctx), self.returns,
                      SUMMARIES + 4 * len(self.info.every_function), ctx.function)
 
-    def tracer(self, function: cst.FunctionDef, modules: frozenset[str], params: frozenset[str]) -> Tracer:
-        """A Tracer of module-level `function` over `modules` (valued.summarise)."""
+    def tracer(self, function: cst.FunctionDef, modules: frozenset[str], params: frozenset[str],
+               ours: frozenset[str]) -> Tracer:
+        """A Tracer of module-level `function` over `modules` (valued.summarise); calling a name
+        in `ours` may run any module."""
         ctx = Context(function=function)
-        return Tracer(modules, lambda node: self.key(node, ctx), params, frozenset(self.info.functions), self._names(),
+        return Tracer(modules, lambda node: self.key(node, ctx), params, ours, self._names(),
                       self._resolver(ctx), 0, self.returns, SUMMARIES + 4 * len(self.info.every_function), function)
 
     def _names(self) -> Names:
