@@ -120,12 +120,13 @@ class Builder(Receivers, Windows):
                      SUMMARIES + 4 * len(self.info.every_function), ctx.function)
 
     def tracer(self, function: cst.FunctionDef, modules: frozenset[str], params: frozenset[str],
-               ours: frozenset[str]) -> Tracer:
+               literals: dict[str, object], ours: frozenset[str]) -> Tracer:
         """A Tracer of module-level `function` over `modules` (valued.summarise); calling a name
         in `ours` may run any module."""
         ctx = Context(function=function)
         return Tracer(modules, lambda node: self.key(node, ctx), params, ours, self._names(),
-                      self._resolver(ctx), 0, self.returns, SUMMARIES + 4 * len(self.info.every_function), function)
+                      self._resolver(ctx), 0, self.returns, SUMMARIES + 4 * len(self.info.every_function), function,
+                      literals)
 
     def _names(self) -> Names:
         table = self.info.table

@@ -3,9 +3,10 @@ a loss computed by `generator_loss(D, fake)` in `losses.py` is traced there, onc
 standing for itself (`-D(fake).mean()` reaches `D` and `fake`, `fake` feeding `D`); a caller in
 another module puts what its arguments reach in their place (analysis/reach.instantiate).
 
-A function with a branch on a parameter is not summarised: a caller's literal argument would
-select the branch (`for_G=True`), and the union of both would say that a discriminator's loss
-reaches the generator.
+A function with a branch on a parameter is summarised only when the branch does not change what
+the value reaches (traced with every branch read, then with the parameter True and False): a
+caller's literal argument would select it (`for_G=True`), and the union of both would say that a
+discriminator's loss reaches the generator; GANLoss's `target_is_real` changes only a label.
 """
 
 from __future__ import annotations
@@ -24,34 +25,52 @@ from .walk import calls_in, nodes_in
 if TYPE_CHECKING:
     from .provenance import Tracer
 
+MAX_TESTED = 2  # parameters a function's branches test, each traced True and False
+
 
 def summarise(function: cst.FunctionDef,
-              make: Callable[[frozenset[str], frozenset[str]], Tracer]) -> Optional[Valued]:
+              make: Callable[[frozenset[str], frozenset[str], dict[str, object]], Tracer]) -> Optional[Valued]:
     """The summary of a module-level function: its parameters in order (positional ones
     first, how many), and what its returns reach; `make` builds a Tracer in the function's
-    module over the given modules and parameters."""
+    module over the given modules and parameters, with the given literal parameters."""
     params = function.params
     positional = [p.name.value for p in (*params.posonly_params, *params.params)]
     names = (*positional, *(p.name.value for p in params.kwonly_params))
-    if not names or _branches_on(function, frozenset(names)):
+    tested = _tested(function, frozenset(names))
+    if not names or len(tested) > MAX_TESTED:
         return None
     # The parameters it calls (`D(fake)`) are modules; the others values (`fake`): both stand
     # for themselves, as names only the caller's arguments give a meaning to.
-    called = {c.func.value for c in calls_in(function.body) if isinstance(c.func, cst.Name)}
-    tracer = make(frozenset(names) & called, frozenset(names))
+    called = frozenset(c.func.value for c in calls_in(function.body) if isinstance(c.func, cst.Name))
+    found = [_traced(function, make(frozenset(names) & called, frozenset(names), literals), names)
+             for literals in _choices(sorted(tested))]
+    if found[0] is None or any(other != found[0] for other in found[1:]):
+        return None  # what it returns depends on a literal a caller may hand it
+    return names, len(positional), found[0]
+
+
+def _traced(function: cst.FunctionDef, tracer: Tracer, names: Sequence[str]) -> Optional[Reach]:
     tracer.env.update((name, Reach(frozenset({name}), frozenset(), False)) for name in names)
     tracer.block(block_of(function.body))
-    if not tracer.returns:
-        return None
-    return names, len(positional), union(CLEAN, *tracer.returns)
+    return union(CLEAN, *tracer.returns) if tracer.returns else None
 
 
-def _branches_on(function: cst.FunctionDef, names: frozenset[str]) -> bool:
+def _choices(tested: Sequence[str]) -> list[dict[str, object]]:
+    """No literal (every branch read), then each parameter tested given True or False."""
+    found: list[dict[str, object]] = [{}]
+    for name in tested:
+        found += [{**choice, name: value} for choice in found for value in (True, False)]
+    return found
+
+
+def _tested(function: cst.FunctionDef, names: frozenset[str]) -> set[str]:
+    """The parameters a branch of the function tests."""
+    found = set()
     for node in nodes_in(function.body):
         test = node.test if isinstance(node, (cst.If, cst.IfExp, cst.While)) else None
-        if test is not None and any(isinstance(n, cst.Name) and n.value in names for n in nodes_in(test)):
-            return True
-    return False
+        if test is not None:
+            found |= {n.value for n in nodes_in(test) if isinstance(n, cst.Name) and n.value in names}
+    return found
 
 
 def applied(valued: Valued, args: Sequence[cst.Arg], reaches: Sequence[Reach],
