@@ -31,7 +31,7 @@ def parts(scan: Scan, linked: frozenset[str] = frozenset(),
         return set(range(1, len(scan.functions) + 1)), {}
     relevant = scan.relevant(linked)
     whole = relevant | _constructors(scan, relevant)
-    whole |= {k for k, d in enumerate(scan.functions, start=1) if d.name in values}
+    whole |= _called_from(scan, {name.rsplit(".", 1)[-1] for name in values})
     kept = whole | scan.facts
     held = {k: list(v) for k, v in scan.held.items() if k not in whole}
     for (owner, callee), top in zip(scan.assigned, scan.assigned_in):
@@ -71,6 +71,17 @@ def parts(scan: Scan, linked: frozenset[str] = frozenset(),
             if at < len(inner) and inner[at] <= outer.last:
                 whole.add(key)
     return kept, {k: v for k, v in held.items() if k not in whole and 0 < k <= len(scan.functions)}
+
+
+def _called_from(scan: Scan, names: set[str]) -> set[int]:
+    """The functions named `names` and those they call, by name, transitively: a body traced for
+    another module (valued.py) reads the bodies of what it calls."""
+    found: set[int] = set()
+    while names:
+        new = {k for k, d in enumerate(scan.functions, start=1) if d.name in names} - found
+        found |= new
+        names = set().union(*(scan.callees.get(k, set()) for k in new))
+    return found
 
 
 def _optimizers(scan: Scan) -> set[tuple[int, Any]]:

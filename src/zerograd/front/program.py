@@ -139,7 +139,9 @@ def _values(builder: Builder, info: ModuleInfo, names: frozenset[str], chunks: l
     ours = frozenset(info.functions) | frozenset(info.classes) | frozenset(
         assigned_names([s for chunk in chunks for s in chunk.module.body]))
     for name in sorted(names):
-        function = info.functions.get(name)
+        head, _, method = name.partition(".")
+        cls = info.classes.get(head) if method else None
+        function = info.method(cls, method) if cls is not None else info.functions.get(name)
         valued = summarise(function, partial(builder.tracer, function, ours=ours)) if function is not None else None
         if valued is not None:
             found[name] = valued

@@ -343,13 +343,18 @@ class Tracer:
         the modules handed over and what the other arguments reach in its parameters' place."""
         qualified = self.names.qualify(node.func)
         valued = self.names.exported(qualified) if qualified is not None else None
+        receiver = None
+        if valued is None:  # an instance of a class of another module: its `forward` runs
+            built = self.instances.get(self.key(node.func), "")
+            valued = self.names.exported(built + ".forward") if built else None
+            receiver = self.key(node.func)
         if valued is None:
             return None
 
         def module(arg: cst.BaseExpression) -> Optional[str]:
             key = self.key(arg) if isinstance(arg, (cst.Name, cst.Attribute)) else ""
             return key if key and related(key, self.modules) else None
-        return applied(valued, node.args, args, module)
+        return applied(valued, node.args, args, module, receiver)
 
     def _library(self, node: cst.Call) -> Optional[Reach]:
         """What a library call's result carries (knowledge/values.py): a new leaf carries no

@@ -121,9 +121,9 @@ class Builder(Receivers, Windows):
 
     def tracer(self, function: cst.FunctionDef, modules: frozenset[str], params: frozenset[str],
                literals: dict[str, object], ours: frozenset[str]) -> Tracer:
-        """A Tracer of module-level `function` over `modules` (valued.summarise); calling a name
-        in `ours` may run any module."""
-        ctx = Context(function=function)
+        """A Tracer of `function` (a module's, or a method) over `modules` (valued.summarise);
+        calling a name in `ours` may run any module."""
+        ctx = Context(function=function, cls=self.info.facts[id(function)].cls)
         return Tracer(modules, lambda node: self.key(node, ctx), params, ours, self._names(),
                       self._resolver(ctx), 0, self.returns, SUMMARIES + 4 * len(self.info.every_function), function,
                       literals)

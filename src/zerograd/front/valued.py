@@ -74,13 +74,19 @@ def _tested(function: cst.FunctionDef, names: frozenset[str]) -> set[str]:
 
 
 def applied(valued: Valued, args: Sequence[cst.Arg], reaches: Sequence[Reach],
-            module: Callable[[cst.BaseExpression], Optional[str]]) -> Optional[Reach]:
+            module: Callable[[cst.BaseExpression], Optional[str]], receiver: Optional[str] = None) -> Optional[Reach]:
     """What a call's value reaches: the summary with each parameter replaced by what the caller
-    hands it (`module`: the held module an argument names, if it names one); None when the
-    call cannot be bound (a star argument, an unknown keyword, too many arguments)."""
+    hands it (`module`: the held module an argument names, if it names one; a method's `self`
+    is the `receiver`); None when the call cannot be bound (a star argument, an unknown
+    keyword, too many arguments)."""
     names, count, summary = valued
     bound = dict.fromkeys(names, CLEAN)  # a parameter left to its default: a literal, mostly
     renamed: dict[str, str] = {}
+    if receiver is not None:
+        if not names:
+            return None
+        renamed[names[0]] = receiver
+        names, count = names[1:], count - 1
     for position, (arg, reach) in enumerate(zip(args, reaches)):
         if arg.star:
             return None

@@ -242,7 +242,8 @@ class Project:
     def _valued(self, active: set[str]) -> None:
         """A module that may hold a finding and builds two or more optimizers (where ZG006 reads
         what each loss reaches) joins the modules whose functions it calls by name, and those
-        modules export what the functions' return values reach (a loss computed in `losses.py`)."""
+        modules export what the functions' return values reach (a loss computed in `losses.py`;
+        a class it builds, what its `forward` returns: `networks.GANLoss`)."""
         for path in self.holding:
             unit = self.units[path]
             if not unit.imports or len(_BUILDS_OPTIMIZER.findall(unit.text)) < 2:
@@ -252,10 +253,11 @@ class Project:
                 if module == path:
                     continue
                 if name is not None:
-                    called = {name} if _defines(other, "def", name) and re.search(rf"\b{re.escape(local)}\s*\(", unit.text) \
-                        else set()
+                    named = re.search(rf"\b{re.escape(local)}\s*\(", unit.text) is not None
+                    called = {_valued_name(other, name)} if named else set()
                 else:
-                    called = {f for f in self._called_on(unit, local) if _defines(other, "def", f)}
+                    called = {_valued_name(other, f) for f in self._called_on(unit, local)}
+                called.discard("")
                 if called:
                     unit.deps |= {module}
                     other.values |= called
@@ -409,6 +411,14 @@ def _unit(path: str, given: str, texts: Mapping[str, str], facts: Optional[Mappi
         text = texts[given]
         return Unit(path, text, imports_of(text))
     return Unit(path, None, known.imports, known, texts, given)
+
+
+def _valued_name(unit: Unit, name: str) -> str:
+    """What a module's summary of `name` is called (valued.py): a function's own name, a class's
+    `forward` (calling an instance runs it); "" for neither."""
+    if _defines(unit, "def", name):
+        return name
+    return f"{name}.forward" if _defines(unit, "class", name) else ""
 
 
 def _subclasses(unit: Unit, local: str) -> bool:
