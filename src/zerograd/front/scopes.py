@@ -134,11 +134,16 @@ class Builder(Receivers, Windows):
                      self._callables, self._plain, self.exported)
 
     def _instances(self, function: Optional[cst.FunctionDef]) -> dict[str, str]:
-        """`self.X` -> the class it was built from, in the class of method `function` and its bases."""
+        """`self.X` -> the class it was built from, in the class of method `function` and its bases;
+        and the function's own locals built from a class (`criterion = GANLoss()`)."""
         facts = self.info.facts.get(id(function)) if function is not None else None
-        if facts is None or facts.cls is None:
+        if facts is None:
             return {}
-        return {key: cls for info in reversed(self.info.lineage(facts.cls)) for key, cls in info.attributes.items()}
+        own = dict(facts.instances)
+        if facts.cls is None:
+            return own
+        return {**{key: cls for info in reversed(self.info.lineage(facts.cls)) for key, cls in info.attributes.items()},
+                **own}
 
     def _callables(self, function: Optional[cst.FunctionDef]) -> dict[str, str]:
         """`self.X` -> the function it is, in the class of method `function` and its bases."""
