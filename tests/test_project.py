@@ -18,6 +18,14 @@ def test_imports_of_reads_every_form() -> None:
                    ("..", "v", "v"), ("p.q", "r", "r")}
 
 
+def test_imports_of_follows_a_backslash_continuation() -> None:
+    # hifi-gan's train.py: `from models import Generator, ..., generator_loss,\` then `discriminator_loss`.
+    text = "from models import Generator, generator_loss,\\\n    discriminator_loss\nx = 1\n"
+    got = {(i.module, i.name, i.local) for i in imports_of(text)}
+    assert got == {("models", "Generator", "Generator"), ("models", "generator_loss", "generator_loss"),
+                   ("models", "discriminator_loss", "discriminator_loss")}
+
+
 def test_module_names_follow_packages(tmp_path: Path) -> None:
     (tmp_path / "pkg" / "sub").mkdir(parents=True)
     for name in ("pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/steps.py", "train.py"):

@@ -471,8 +471,20 @@ class Tracer:
                        self.limit, function, literals)
         inner.env.update(fields)
         inner.env.update((param, reach) for (param, _), reach in zip(bound.items(), args) if param not in handed)
+        # A parameter the call leaves to a constant default (`C=1`, `clip_val=1e-5`) holds no graph.
+        inner.env.update((p.name.value, CLEAN) for p in (*function.params.posonly_params, *function.params.params,
+                                                         *function.params.kwonly_params)
+                         if p.name.value not in bound and p.default is not None and _constant(p.default))
         inner.block(block_of(function.body))
         return union(CLEAN, *inner.returns)
+
+
+def _constant(node: cst.BaseExpression) -> bool:
+    """A number, a string, True, False or None, negated or not."""
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    return (isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.BaseString))
+            or isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
 
 
 def _bind(function: cst.FunctionDef, args: Sequence[cst.Arg], method: bool) -> Optional[dict[str, cst.BaseExpression]]:

@@ -17,7 +17,8 @@ from ..knowledge.frameworks import SETTINGS
 _IMPORT = re.compile(r"^[ \t]*import[ \t]+([\w. \t,]+)", re.M)
 # A module that steps, clears or reads `.grad` somewhere: one the plan links with a caller.
 _EVENT = re.compile(r"\.(?:step|zero_grad|clear_grad|clear_gradients|zero_)\s*\(|\.grad\b")
-_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|[^\n#;]*)", re.M)
+# The names run on past a backslash that ends a line (`import a, b,\` then `c`).
+_FROM = re.compile(r"^[ \t]*from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]*(\([^)]*\)|(?:[^\n#;\\]|\\\r?\n|\\)*)", re.M)
 
 
 class Imported(NamedTuple):  # a tuple: every module of a project keeps its imports
