@@ -12,7 +12,7 @@ discriminator's loss reaches the generator; GANLoss's `target_is_real` changes o
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Optional
+from typing import Optional, Protocol
 
 import libcst as cst
 
@@ -22,10 +22,16 @@ from ..knowledge.frameworks import Valued
 from .naming import block_of
 from .walk import calls_in, nodes_in
 
-if TYPE_CHECKING:
-    from .provenance import Tracer
-
 MAX_TESTED = 2  # parameters a function's branches test, each traced True and False
+
+
+class Tracer(Protocol):
+    """What summarise reads of provenance.Tracer (which imports this module)."""
+
+    env: dict[str, Reach]
+    returns: list[Reach]
+
+    def block(self, body: Sequence[cst.CSTNode]) -> None: ...
 
 
 def summarise(function: cst.FunctionDef,
