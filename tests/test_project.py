@@ -266,3 +266,26 @@ def test_node_summaries_go_unless_recursion_read_them_unfinished() -> None:
     assert analyzer.targets(0) == ["opt"]
     assert set(analyzer.caches) == analyzer.pinned == {(2, ())}  # g read f's while f's was under way
     assert [(f.line, f.code) for f in analyse(program, Here())[0].findings] == [(4, "ZG001")]  # at the step's call
+
+
+def test_a_helper_read_for_its_values_that_does_not_parse_is_no_finding(tmp_path: Path) -> None:
+    """A training module building two optimizers joins the modules whose functions it calls
+    (plan._valued); one of them in Python 2, which performs and calls no event, is there only
+    for the values it returns: its failed build is no ZG900 (unlike a module that calls an
+    event function, test_bad_modules_in_a_group_keep_their_own_findings)."""
+    from zerograd.analysis.model import Settings
+    from zerograd.io.files import lint_paths
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "helpers.py").write_text('def noise(n):\n    print "noise", n\n    return n\n')
+    (tmp_path / "pkg" / "train.py").write_text(
+        "import torch\n\nfrom .helpers import noise\n\n\ndef train(G, D, data):\n"
+        "    opt_g = torch.optim.Adam(G.parameters())\n    opt_d = torch.optim.Adam(D.parameters())\n"
+        "    for real in data:\n        fake = G(torch.randn(noise(real.shape[0]), 8))\n"
+        "        opt_g.zero_grad()\n        (-D(fake).mean()).backward()\n        opt_g.step()\n"
+        "        opt_d.zero_grad()\n        (D(fake.detach()).mean() - D(real).mean()).backward()\n        opt_d.step()\n")
+    texts = {str(p): p.read_text() for p in (tmp_path / "pkg").rglob("*.py")}
+    assert Project(texts).plan()  # helpers.py is in train.py's group
+    results = lint_paths([str(tmp_path / "pkg")], Settings())
+    assert [f for r in results for f in r.findings] == []

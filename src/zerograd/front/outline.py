@@ -36,6 +36,7 @@ class Outline:
     bases: dict[str, tuple[tuple[str, bool], ...]]  # module-level class -> (base qualified, a local name?)
     # Classes whose `__init__` keeps a parameter (`self.opt = opt`) or hands its base's some.
     keeps: frozenset[str] = frozenset()
+    top: frozenset[str] = frozenset()  # the names the module's own statements call or hand over
 
     def relevant(self, linked: frozenset[str] = frozenset()) -> set[int]:
         return closure(self.names, set(self.start), self.callees, linked)
@@ -72,7 +73,8 @@ class Outline:
     def to_json(self) -> dict[str, Any]:
         return {"names": list(self.names), "start": sorted(self.start), "callees": [sorted(c) for c in self.callees],
                 "members": {k: [list(m), list(b)] for k, (m, b) in self.members.items()}, "aliases": self.aliases,
-                "bases": {k: [list(b) for b in v] for k, v in self.bases.items()}, "keeps": sorted(self.keeps)}
+                "bases": {k: [list(b) for b in v] for k, v in self.bases.items()}, "keeps": sorted(self.keeps),
+                "top": sorted(self.top)}
 
     @staticmethod
     def from_json(body: Any) -> Outline:
@@ -92,7 +94,7 @@ class Outline:
         aliases = {str(k): str(v) for k, v in body["aliases"].items()}
         bases = {str(k): tuple((str(q), bool(local)) for q, local in v) for k, v in body["bases"].items()}
         return Outline(names, frozenset(indices(body["start"])), callees, members, aliases, bases,
-                       frozenset(_strings(body["keeps"])))
+                       frozenset(_strings(body["keeps"])), frozenset(_strings(body["top"])))
 
 
 def _strings(values: Any) -> list[str]:

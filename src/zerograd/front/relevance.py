@@ -448,7 +448,8 @@ class Scan:
                      for name, (methods, written) in self.members.items()},
             aliases=dict(self.aliases), bases=bases,
             keeps=frozenset(c for c, (methods, _) in self.members.items()
-                            if self.keeping.intersection(methods) or self.kept.keys() & set(methods)))
+                            if self.keeping.intersection(methods) or self.kept.keys() & set(methods)),
+            top=frozenset(self.callees[0]))
 
 
 def _steps(node: ast.AST, name: str) -> bool:

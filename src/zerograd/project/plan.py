@@ -248,20 +248,30 @@ class Project:
             unit = self.units[path]
             if not unit.imports or len(_BUILDS_OPTIMIZER.findall(unit.text)) < 2:
                 continue
+            wanted = self._training_calls(unit)
             for module, name, local in self._targets(unit):
                 other = self.units[module]
                 if module == path:
                     continue
                 if name is not None:
-                    named = re.search(rf"\b{re.escape(local)}\s*\(", unit.text) is not None
-                    called = {_valued_name(other, name)} if named else set()
+                    called = {_valued_name(other, name)} if local in wanted else set()
                 else:
-                    called = {_valued_name(other, f) for f in self._called_on(unit, local)}
+                    called = {_valued_name(other, f) for f in self._called_on(unit, local) if f in wanted}
                 called.discard("")
                 if called:
                     unit.deps |= {module}
                     other.values |= called
                     active |= {path, module}
+
+    def _training_calls(self, unit: Unit) -> frozenset[str]:
+        """The names called by the module's statements or by its functions that can perform an
+        event (where a loss is computed): not `load_checkpoint` in `main`, nor a dataset's helpers."""
+        self.relevant(unit)
+        outline = unit.outline
+        if outline is None:
+            return frozenset()
+        keep = outline.relevant(unit.linked)
+        return outline.top.union(*(outline.callees[i] for i in keep))
 
     def _framework_deps(self, unit: Unit, active: set[str]) -> set[str]:
         """rules.md section 7 across modules: the modules defining a framework's class of the
