@@ -6,7 +6,7 @@ statements holding them), and every body where a loss's reach may follow calls (
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Any, Optional
+from typing import Optional
 
 from ..knowledge.optimizers import (
     NON_TORCH_ROOTS,
@@ -25,7 +25,7 @@ def parts(scan: Scan, linked: frozenset[str] = frozenset(),
     cannot perform an event), the statements of their bodies that hold the facts: a
     function whose statements all stay, or that encloses one that matters, is kept whole.
     `values`: functions whose return values other modules trace (valued.py), kept whole."""
-    if len(_optimizers(scan)) >= 2:
+    if scan.optimizers() >= 2:
         # Two optimizers: a loss's reach (ZG006) follows calls into any function of the
         # module (provenance.py), so every body is read.
         return set(range(1, len(scan.functions) + 1)), {}
@@ -81,20 +81,6 @@ def _called_from(scan: Scan, names: set[str]) -> set[int]:
         new = {k for k, d in enumerate(scan.functions, start=1) if d.name in names} - found
         found |= new
         names = set().union(*(scan.callees.get(k, set()) for k in new))
-    return found
-
-
-def _optimizers(scan: Scan) -> set[tuple[int, Any]]:
-    """The optimizers the module builds by name: `optimizer = AdamW(...)` on one branch and
-    `optimizer = Adafactor(...)` on the other are one (a local by its function, an
-    attribute by its name); a construction not assigned to one name is one of its own."""
-    found: set[tuple[int, Any]] = set()
-    for number, ((owner, callee), target) in enumerate(zip(scan.assigned, scan.assigned_to)):
-        if is_optimizer_callee(qualify(callee, scan.aliases) or ""):
-            if target is None:
-                found.add((-1, number))
-            else:
-                found.add((-1 if target[0] == "self" else owner, target))
     return found
 
 

@@ -37,6 +37,7 @@ class Outline:
     # Classes whose `__init__` keeps a parameter (`self.opt = opt`) or hands its base's some.
     keeps: frozenset[str] = frozenset()
     top: frozenset[str] = frozenset()  # the names the module's own statements call or hand over
+    optimizers: int = 0  # how many it builds, by name (Scan.optimizers)
 
     def relevant(self, linked: frozenset[str] = frozenset()) -> set[int]:
         return closure(self.names, set(self.start), self.callees, linked)
@@ -74,7 +75,7 @@ class Outline:
         return {"names": list(self.names), "start": sorted(self.start), "callees": [sorted(c) for c in self.callees],
                 "members": {k: [list(m), list(b)] for k, (m, b) in self.members.items()}, "aliases": self.aliases,
                 "bases": {k: [list(b) for b in v] for k, v in self.bases.items()}, "keeps": sorted(self.keeps),
-                "top": sorted(self.top)}
+                "top": sorted(self.top), "optimizers": self.optimizers}
 
     @staticmethod
     def from_json(body: Any) -> Outline:
@@ -94,7 +95,13 @@ class Outline:
         aliases = {str(k): str(v) for k, v in body["aliases"].items()}
         bases = {str(k): tuple((str(q), bool(local)) for q, local in v) for k, v in body["bases"].items()}
         return Outline(names, frozenset(indices(body["start"])), callees, members, aliases, bases,
-                       frozenset(_strings(body["keeps"])), frozenset(_strings(body["top"])))
+                       frozenset(_strings(body["keeps"])), frozenset(_strings(body["top"])), _count(body["optimizers"]))
+
+
+def _count(value: Any) -> int:
+    if type(value) is not int or value < 0:
+        raise ValueError("not a count")
+    return value
 
 
 def _strings(values: Any) -> list[str]:

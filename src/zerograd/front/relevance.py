@@ -30,6 +30,7 @@ from ..knowledge.frameworks import REGISTER_CALL, REGISTER_KEYWORD, ROOTS, SETTI
 from ..knowledge.optimizers import (
     BACKWARD_METHODS,
     EVENT_METHODS,
+    is_optimizer_callee,
 )
 from .lines import LINE
 from .outline import Outline, closure
@@ -435,6 +436,16 @@ class Scan:
         stepped = (self.steps - self.spoilt) & self.moduli
         return self.events | {owner for owner, name in self.counts if name in self.wraps or name in stepped}
 
+    def optimizers(self) -> int:
+        """How many optimizers the module builds, by name: `optimizer = AdamW(...)` on one branch
+        and `optimizer = Adafactor(...)` on the other are one (a local by its function, an
+        attribute by its name); a construction not assigned to one name is one of its own."""
+        found: set[tuple[int, Any]] = set()
+        for number, ((owner, callee), target) in enumerate(zip(self.assigned, self.assigned_to)):
+            if is_optimizer_callee(qualify(callee, self.aliases) or ""):
+                found.add((-1, number) if target is None else (-1 if target[0] == "self" else owner, target))
+        return len(found)
+
     def outline(self) -> Outline:
         """What the project's plan reads of this module (plan.py), as plain data."""
         count = len(self.functions)
@@ -449,7 +460,7 @@ class Scan:
             aliases=dict(self.aliases), bases=bases,
             keeps=frozenset(c for c, (methods, _) in self.members.items()
                             if self.keeping.intersection(methods) or self.kept.keys() & set(methods)),
-            top=frozenset(self.callees[0]))
+            top=frozenset(self.callees[0]), optimizers=self.optimizers())
 
 
 def _steps(node: ast.AST, name: str) -> bool:

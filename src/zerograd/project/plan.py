@@ -246,7 +246,10 @@ class Project:
         a class it builds, what its `forward` returns: `networks.GANLoss`)."""
         for path in self.holding:
             unit = self.units[path]
-            if not unit.imports or len(_BUILDS_OPTIMIZER.findall(unit.text)) < 2:
+            if not unit.imports or _BUILDS_OPTIMIZER.search(unit.text) is None:
+                continue
+            self.relevant(unit)  # outlines it
+            if unit.outline is None or unit.outline.optimizers < 2:
                 continue
             wanted = self._training_calls(unit)
             for module, name, local in self._targets(unit):
@@ -266,7 +269,6 @@ class Project:
     def _training_calls(self, unit: Unit) -> frozenset[str]:
         """The names called by the module's statements or by its functions that can perform an
         event (where a loss is computed): not `load_checkpoint` in `main`, nor a dataset's helpers."""
-        self.relevant(unit)
         outline = unit.outline
         if outline is None:
             return frozenset()
