@@ -103,7 +103,7 @@ def test_imports_are_found_as_a_search_from_every_position_finds_them() -> None:
 
 
 def test_calls_on_a_prefix_need_a_word_boundary() -> None:
-    from zerograd.project.plan import Unit
+    from zerograd.project.unit import Unit
 
     text = "steps.update(x)\nmysteps.other(y)\nself.steps.clear ()\nsteps.attr\nlib.steps.run(z)\n"
     unit = Unit("/m.py", text, [])

@@ -17,16 +17,15 @@ import gc
 import re
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
-from typing import Any, Optional
+from typing import Optional
 
-from ..front.outline import Outline
 from ..front.relevance import Scan, scan_text
 from ..knowledge.frameworks import framework_of
 from ..knowledge.optimizers import KNOWN_OPTIMIZER_CLASSES
 from .cache import Cache
-from .index import Facts, Imported, Index, imports_of
+from .index import Facts, Imported, Index
+from .unit import Unit, defines, subclasses, unit_of, valued_name
 
-_DEF = re.compile(r"\b(def|class)[ \t]+(\w+)")
 _WORD = re.compile(r"\w")
 _NAME_CALL = re.compile(r"(\w+)\s*\(")
 _METHOD_CALL = re.compile(r"\.(\w+)\s*\(")
@@ -36,52 +35,7 @@ _BUILDS_OPTIMIZER = re.compile(r"\b(?:optim\.\w+|" + "|".join(sorted(KNOWN_OPTIM
 # `super().__init__(actor, ...)`, `super(Agent, self).__init__(actor, ...)`: a constructor that
 # hands its base's something (`super().__init__()` of every nn.Module hands nothing).
 _HANDS_UP = re.compile(r"super\([^)]*\)\s*\.\s*__init__\s*\(\s*[^\s)]")
-_BASES = re.compile(r"^[ \t]*class[ \t]+\w+[ \t]*\(([^)]*)\)", re.M)
 MAX_HOPS = 5  # re-exports followed through `__init__` modules
-_EMPTY: frozenset[Any] = frozenset()  # one object: `frozenset()` makes a new one each time
-
-
-class Unit:
-    """One module of the project as the planner sees it. Slotted, its text read through the
-    project's mapping when first asked: every module of a project has one during the plan."""
-
-    __slots__ = ("path", "source", "texts", "given", "imports", "facts", "scan", "outline", "defs", "relevant",
-                 "keep", "methods", "deps", "linked", "targets", "calls", "bases", "values")
-
-    def __init__(self, path: str, source: Optional[str], imports: tuple[Imported, ...], facts: Optional[Facts] = None,
-                 texts: Optional[Mapping[str, str]] = None, given: str = "") -> None:
-        self.path = path  # absolute
-        self.source = source  # its text, once read (from `texts`, by the path as given)
-        self.texts, self.given = texts, given
-        self.imports = imports
-        self.facts = facts  # of its text (made from it when not given)
-        self.scan: Optional[Scan] = None  # of its text: the elision of its build reads it again
-        self.outline: Optional[Outline] = None  # what the plan reads of its functions (relevance.Outline)
-        self.defs: Optional[set[tuple[str, str]]] = None  # ("def" | "class", name) in its text
-        self.relevant: Optional[set[str]] = None  # its function names that can perform an event (once parsed)
-        self.keep: AbstractSet[int] = _EMPTY  # the indices of those functions in `outline`
-        self.methods: Optional[set[str]] = None  # names its text calls as `.name(`
-        # Each of these starts empty and shared: a project of 20,000 modules has few that link.
-        self.deps: frozenset[str] = _EMPTY  # the project modules whose functions it calls
-        self.linked: frozenset[str] = _EMPTY  # the names it calls of those functions
-        self.targets: Optional[list[tuple[str, Optional[str], str]]] = None  # Project._targets
-        self.calls: Optional[dict[str, set[str]]] = None  # prefix -> names called as `prefix.name(`
-        self.bases: Optional[set[str]] = None  # the names its classes' bases are written with
-        # Its functions whose return values modules of its group trace (`generator_loss`).
-        self.values: frozenset[str] = _EMPTY
-
-    @property
-    def text(self) -> str:
-        if self.source is None:
-            assert self.texts is not None
-            self.source = self.texts[self.given]  # kept: the plan and the group's build read it again
-        return self.source
-
-    @property
-    def known(self) -> Facts:
-        if self.facts is None:
-            self.facts = Facts.of(self.text)
-        return self.facts
 
 
 class Project:
@@ -92,7 +46,7 @@ class Project:
         read) has the path; else every text is read now. `absolute`: Index's."""
         self.cache = cache  # outlines by content: a re-plan parses only the modules that changed
         self.index = Index(texts, absolute)
-        self.units = {a: _unit(a, p, texts, facts) for a, p in self.index.paths.items()}
+        self.units = {a: unit_of(a, p, texts, facts) for a, p in self.index.paths.items()}
         self.holding: frozenset[str] = frozenset()  # the modules that may hold a finding
         # Scans made beforehand, in parallel (files.prescan), by path as given.
         self.scans = {a: scans[p] for a, p in self.index.paths.items() if p in scans} if scans else {}
@@ -206,8 +160,8 @@ class Project:
                     continue
                 for module, name, local in self._targets(unit):
                     base = self.units[module]
-                    if (name is not None and module != path and _subclasses(unit, local)
-                            and _defines(base, "class", name) and _defines(base, "def", "__init__")
+                    if (name is not None and module != path and subclasses(unit, local)
+                            and defines(base, "class", name) and defines(base, "def", "__init__")
                             and self._keeps(base, name)):
                         unit.deps |= {module}
                         found.add(module)
@@ -229,8 +183,8 @@ class Project:
                     continue
                 for module, name, local in self._targets(unit):
                     base = self.units[module]
-                    if (name is not None and module != path and _subclasses(unit, local)
-                            and _defines(base, "class", name) and _BUILDS_OPTIMIZER.search(base.text)):
+                    if (name is not None and module != path and subclasses(unit, local)
+                            and defines(base, "class", name) and _BUILDS_OPTIMIZER.search(base.text)):
                         unit.deps |= {module}
                         found.add(module)
                         active.add(path)
@@ -257,9 +211,9 @@ class Project:
                 if module == path:
                     continue
                 if name is not None:
-                    called = {_valued_name(other, name)} if local in wanted else set()
+                    called = {valued_name(other, name)} if local in wanted else set()
                 else:
-                    called = {_valued_name(other, f) for f in self._called_on(unit, local) if f in wanted}
+                    called = {valued_name(other, f) for f in self._called_on(unit, local) if f in wanted}
                 called.discard("")
                 if called:
                     unit.deps |= {module}
@@ -282,7 +236,7 @@ class Project:
         found = set()
         setting = unit.known.settings
         for module, name, local in self._targets(unit):
-            if name is None or not (setting and module in active or unit.path in active and _subclasses(unit, local)):
+            if name is None or not (setting and module in active or unit.path in active and subclasses(unit, local)):
                 continue
             if self._hooked(module, name, 0):
                 found.add(module)
@@ -293,7 +247,7 @@ class Project:
         """Whether class `name` of `module` derives from a framework class (through bases of the
         module or imported from the project)."""
         unit = self.units[module]
-        if depth > MAX_HOPS or not _defines(unit, "class", name):
+        if depth > MAX_HOPS or not defines(unit, "class", name):
             return False
         self.relevant(unit)  # outlines it
         if unit.outline is None:
@@ -333,7 +287,7 @@ class Project:
         `__init__` may keep what it is handed: the optimizers it hands are read in the class's
         terms there (settle.py), whoever calls its methods later (a trainer of another module)."""
         if ("parameters(" not in unit.text or _BUILDS_OPTIMIZER.search(unit.text) is None
-                or not _defines(self.units[module], "def", "__init__")):
+                or not defines(self.units[module], "def", "__init__")):
             return False  # no optimizer built here over modules (colossalai's plugins wrap one handed in)
         if not self._keeps(self.units[module], name):
             return False  # its constructor keeps nothing it is handed
@@ -373,13 +327,13 @@ class Project:
     def _can_step(self, module: str, name: str) -> bool:
         """Whether function `name` of `module` can perform an event; the module is parsed only
         when its text defines such a function (a constant is not worth a parse)."""
-        return _defines(self.units[module], "def", name) and name in self.relevant(self.units[module])
+        return defines(self.units[module], "def", name) and name in self.relevant(self.units[module])
 
     def _class_steps(self, module: str, name: str) -> set[str]:
         """The methods of class `name` of `module` (its own, or of its bases there) that can
         perform an event."""
         unit = self.units[module]
-        if not _defines(unit, "class", name):
+        if not defines(unit, "class", name):
             return set()
         self.relevant(unit)
         return unit.outline.methods_of(name, unit.keep) if unit.outline is not None else set()
@@ -415,36 +369,6 @@ class Project:
                 return module, ".".join(rest)
             importer, qualified = module, ".".join([_joined(again.module, again.name or ""), *rest[1:]])
         return None
-
-
-def _unit(path: str, given: str, texts: Mapping[str, str], facts: Optional[Mapping[str, Facts]]) -> Unit:
-    known = facts.get(given) if facts is not None else None
-    if known is None:
-        text = texts[given]
-        return Unit(path, text, imports_of(text))
-    return Unit(path, None, known.imports, known, texts, given)
-
-
-def _valued_name(unit: Unit, name: str) -> str:
-    """What a module's summary of `name` is called (valued.py): a function's own name, a class's
-    `forward` (calling an instance runs it); "" for neither."""
-    if _defines(unit, "def", name):
-        return name
-    return f"{name}.forward" if _defines(unit, "class", name) else ""
-
-
-def _subclasses(unit: Unit, local: str) -> bool:
-    """Whether the text defines a class with `local` among its bases (read once per module)."""
-    if unit.bases is None:
-        unit.bases = {word for found in _BASES.findall(unit.text) for word in re.findall(r"[\w.]+", found)}
-    return local in unit.bases
-
-
-def _defines(unit: Unit, kind: str, name: str) -> bool:
-    """Whether the text can define function or class `name`."""
-    if unit.defs is None:
-        unit.defs = set(_DEF.findall(unit.text))
-    return (kind, name) in unit.defs
 
 
 def _components(edges: Mapping[str, AbstractSet[str]]) -> list[list[str]]:
