@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import gc
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from typing import Optional
 
@@ -152,39 +152,30 @@ class Project:
         """The modules defining a constructor that a module of a group subclasses join its group:
         what a subclass hands its base's `__init__` may be kept there as fields (settle.py)."""
         pending = {a for a in active if self.units[a].deps} | {d for a in active for d in self.units[a].deps}
-        for _ in range(MAX_HOPS):
-            found = set()
-            for path in pending:
-                unit = self.units[path]
-                if not unit.imports or not _HANDS_UP.search(unit.text):
-                    continue
-                for module, name, local in self._targets(unit):
-                    base = self.units[module]
-                    if (name is not None and module != path and subclasses(unit, local)
-                            and defines(base, "class", name) and defines(base, "def", "__init__")
-                            and self._keeps(base, name)):
-                        unit.deps |= {module}
-                        found.add(module)
-            pending = found - active
-            active |= found
-            if not pending:
-                return
+        self._join_bases(pending, active, lambda unit: _HANDS_UP.search(unit.text) is not None,
+                         lambda base, name: defines(base, "def", "__init__") and self._keeps(base, name))
 
     def _inherits(self, active: set[str]) -> None:
         """The modules defining a class of the project that a module which may hold a finding
         subclasses, when their text may build an optimizer: the subclass steps what
         its base built (settle._inherited_attributes); and their own bases', as far."""
-        pending = set(self.holding)
+        self._join_bases(set(self.holding), active, lambda unit: True,
+                         lambda base, name: _BUILDS_OPTIMIZER.search(base.text) is not None)
+
+    def _join_bases(self, pending: set[str], active: set[str], gate: Callable[[Unit], bool],
+                    joins: Callable[[Unit, str], bool]) -> None:
+        """Join to the group of each module `gate` lets through the modules defining the project
+        classes it subclasses that `joins` accepts, then do the same for those, up to MAX_HOPS."""
         for _ in range(MAX_HOPS):
             found = set()
             for path in pending:
                 unit = self.units[path]
-                if not unit.imports:
+                if not unit.imports or not gate(unit):
                     continue
                 for module, name, local in self._targets(unit):
                     base = self.units[module]
                     if (name is not None and module != path and subclasses(unit, local)
-                            and defines(base, "class", name) and _BUILDS_OPTIMIZER.search(base.text)):
+                            and defines(base, "class", name) and joins(base, name)):
                         unit.deps |= {module}
                         found.add(module)
                         active.add(path)
@@ -226,8 +217,7 @@ class Project:
         outline = unit.outline
         if outline is None:
             return frozenset()
-        keep = outline.relevant(unit.linked)
-        return outline.top.union(*(outline.callees[i] for i in keep))
+        return outline.top.union(*(outline.callees[i] for i in unit.keep))  # keep: relevant with its links
 
     def _framework_deps(self, unit: Unit, active: set[str]) -> set[str]:
         """rules.md section 7 across modules: the modules defining a framework's class of the
