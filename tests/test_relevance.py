@@ -332,3 +332,18 @@ def test_a_cut_after_a_lone_cr_keeps_every_line(header: str) -> None:
     cut = inspect_source(source)
     assert cut == inspect_source(source, elide=False)
     assert [(f.code, f.line) for f in cut.findings] == [("ZG001", source.count("\n") + 1)]  # the CR ends one
+
+
+def test_a_constructor_keeps_the_parameters_it_unpacks_into_fields() -> None:
+    """`self.critic, self.critic_old = critic, deepcopy(critic)`: `critic` is kept as a field
+    (what it is handed tells what an optimizer handed beside it holds), the copy is not; the
+    CPython scan reads it as the LibCST build does, since the constructor's body may be cut."""
+    source = (
+        "class Agent:\n"
+        "    def __init__(self, actor, critic, opt, rest):\n"
+        "        self.critic, self.critic_old = critic, deepcopy(critic)\n"
+        "        self.actor, self.opt = [actor, opt]\n"
+        "        self.a, self.b = rest\n"
+        "        self.n += opt\n"
+    )
+    assert scan_text(source).fields() == {"Agent": {"critic": "critic", "actor": "actor", "opt": "opt"}}

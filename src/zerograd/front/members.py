@@ -6,7 +6,7 @@ hold functions or plain values, and how each call by name hands its arguments ov
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Optional
 
 import libcst as cst
@@ -97,15 +97,16 @@ class Members:
         return found
 
     def _field(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
-        """`self.opt = optimizer` in `__init__`: an instance's `opt` is what its constructor was handed."""
+        """`self.opt = optimizer` in `__init__`: an instance's `opt` is what its constructor was
+        handed; so is each `self.X` of `self.critic, self.critic_old = critic, deepcopy(critic)`
+        paired with a parameter."""
         function, cls = self.function, self.cls
-        if cls is None or function is None or function.name.value != "__init__" or not isinstance(value, cst.Name):
+        if cls is None or function is None or function.name.value != "__init__":
             return
-        if value.value not in self.facts.parameters:
-            return
-        for target in targets:
-            if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self":
-                cls.fields.setdefault(target.attr.value, value.value)
+        for target, part in _paired(targets, value):
+            if (isinstance(part, cst.Name) and part.value in self.facts.parameters and isinstance(target, cst.Attribute)
+                    and isinstance(target.value, cst.Name) and target.value.value == "self"):
+                cls.fields.setdefault(target.attr.value, part.value)
 
     def _callable(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         """`self.gen_loss = hinge_gen_loss` (a name not among the method's parameters) or
@@ -154,3 +155,16 @@ def _shared_arguments(call: cst.Call, copies: dict[str, str]) -> frozenset[froze
                 name = copies.get(name, name)
             places.setdefault(name, set()).add(arg.keyword.value if arg.keyword else f"#{position}")
     return frozenset(frozenset(p) for p in places.values() if len(p) > 1)
+
+
+def _paired(targets: Sequence[cst.BaseExpression],
+            value: cst.BaseExpression) -> Iterator[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """Each target with the value it is assigned: a tuple of targets unpacks a tuple of values
+    of the same length element by element (no starred element)."""
+    for target in targets:
+        if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
+            if len(target.elements) == len(value.elements) and not any(
+                    isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
+                yield from zip((e.value for e in target.elements), (e.value for e in value.elements))
+        else:
+            yield target, value

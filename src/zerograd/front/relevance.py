@@ -23,7 +23,7 @@ import ast
 import re
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NamedTuple, Optional, Union
 
 from ..knowledge.frameworks import REGISTER_CALL, REGISTER_KEYWORD, ROOTS, SETTINGS
@@ -295,11 +295,11 @@ class Scan:
                 self.assigned_in.append(top)
                 self.assigned_to.append(dotted(targets[0]) if len(targets) == 1 else None)
                 self.assigned_over.append(_handed_names(node.value))
-            elif isinstance(node.value, ast.Name) and self._field(owner, targets, node.value.id):
+            elif not isinstance(node, ast.AugAssign):
                 # A constructor keeps what it is handed: read here, its body may be cut (fields).
-                for target in targets:
-                    if isinstance(target, ast.Attribute):
-                        self.kept.setdefault(owner, {})[target.attr] = node.value.id  # the walk is LIFO: the first wins
+                for target, value in _paired(targets, node.value):
+                    if isinstance(target, ast.Attribute) and isinstance(value, ast.Name) and self._field(owner, [target], value.id):
+                        self.kept.setdefault(owner, {})[target.attr] = value.id  # the walk is LIFO: the first wins
             self._count(targets, node.value, owner, node, top)
         elif isinstance(node, ast.Return) and node.value is not None and owner and top is not None:
             self.returns.append((owner, top, tuple(dotted(c.func) for c in ast.walk(node.value)
@@ -474,3 +474,14 @@ def _steps(node: ast.AST, name: str) -> bool:
     else:
         return False
     return isinstance(op, (ast.Add, ast.Sub)) and isinstance(value, ast.Constant) and type(value.value) is int
+
+
+def _paired(targets: Sequence[ast.expr], value: Optional[ast.expr]) -> Iterator[tuple[ast.expr, ast.expr]]:
+    """Each target with the value it is assigned (members._paired, on CPython's tree)."""
+    for target in targets:
+        if isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, (ast.Tuple, ast.List)):
+            if len(target.elts) == len(value.elts) and not any(
+                    isinstance(e, ast.Starred) for e in (*target.elts, *value.elts)):
+                yield from zip(target.elts, value.elts)
+        elif value is not None:
+            yield target, value
