@@ -37,6 +37,9 @@ class ClassInfo:
     # What its bases in other modules of the project build as optimizers (`self.optimizer` ->
     # the modules it holds): Outside.attributes, handed on to its own subclasses there.
     received: dict[str, frozenset[str]] = field(default_factory=dict)
+    # The class of another module of the project whose constructor `up` hands its parameters to
+    # (module, class): what a construction of this class hands its fields, that one keeps too.
+    up_origin: Optional[tuple[str, str]] = None
 
 
 @dataclass

@@ -53,6 +53,9 @@ class Exports:
     # holds: what a subclass in another module steps (Outside.attributes).
     attributes: dict[str, dict[str, frozenset[str]]] = field(default_factory=dict)
     values: dict[str, Valued] = field(default_factory=dict)  # function -> what its return value reaches
+    # Per class, the class of another module its constructor hands its parameters up to
+    # (ClassInfo.up_origin): the fields that one keeps are told what a construction hands.
+    up: dict[str, tuple[str, str]] = field(default_factory=dict)
 
 # Names of per-batch update functions (rules.md section 3); `test_*` and `main` never are.
 STEP_NAMES = re.compile(
@@ -190,8 +193,9 @@ def _exports(info: ModuleInfo, index: dict[int, int]) -> Exports:
         owner = info.facts[id(init)].cls if init is not None else None
         if init is not None and owner is not None and owner.fields:
             fields[cls.name] = (positional(init), tuple(owner.fields.items()))
+    up = {cls.name: cls.up_origin for cls in info.classes.values() if cls.up_origin is not None}
     return Exports({name: (index[id(f)], positional(f)) for name, f in named if id(f) in index}, fields,
-                   builders=info.builders, attributes=_attributes(info))
+                   builders=info.builders, attributes=_attributes(info), up=up)
 
 
 def _attributes(info: ModuleInfo) -> dict[str, dict[str, frozenset[str]]]:

@@ -229,6 +229,7 @@ def _inherited_fields(info: ModuleInfo, outside: Outside) -> None:
         else:
             found = outside.callee(info.qualify_name(cls.bases[0]))
             params, kept = (found[2], list(found[3])) if found is not None else ((), [])
+            cls.up_origin = (found[0], found[1]) if found is not None and found[0] else None
         bound, _ = bound_arguments(cls.up, params)
         own = set(positional(init)[1:])
         for key, param in kept:

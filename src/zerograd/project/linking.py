@@ -169,6 +169,7 @@ class _Linker:
             for module, keys in self.exports[path].tells.items():
                 for key, held in keys.items():
                     told.setdefault(module, {})[key] = told.get(module, {}).get(key, frozenset()) | held
+        self._told_up(told)
         for number, path in enumerate(self.order):
             if path not in told or not self._news(number, told[path]):
                 continue
@@ -183,6 +184,27 @@ class _Linker:
                 continue
             self.functions[base:base + count] = self._moved(front.program, number)
             self.tables[number] = front.program.links
+
+    def _told_up(self, told: dict[str, dict[tuple[str, str], frozenset[str]]]) -> None:
+        """What a construction hands the fields a class keeps through its base's constructor
+        (`super().__init__(actor, ..., actor_optim)`, the base in another module) is told the
+        base's module too: its methods read the same `self.actor_optim` (SACPolicy.learn, for
+        a CQLPolicy built in run_cql.py). Up the chain of bases, each module once."""
+        pending = list(told)
+        while pending:
+            module = pending.pop()
+            exports = self.exports.get(module)
+            for base_module, base in set(exports.up.values()) if exports is not None else ():
+                kept = self.exports[base_module].fields.get(base) if base_module in self.exports else None
+                keys = {f"self.{attribute}" for attribute, _ in kept[1]} if kept is not None else set()
+                into = told.setdefault(base_module, {})
+                grown = False
+                for (function, key), held in list(told[module].items()):
+                    if not function and key in keys and not held <= into.get(("", key), frozenset()):
+                        into[("", key)] = into.get(("", key), frozenset()) | held
+                        grown = True
+                if grown:
+                    pending.append(base_module)
 
     def _news(self, number: int, told: dict[tuple[str, str], frozenset[str]]) -> bool:
         """Whether the `number`th module's optimizers do not hold all they are told already."""
