@@ -53,7 +53,6 @@ class Project:
         self.alone: dict[str, Scan] = {}  # after the plan: the scans of modules in no group that may hold a finding
         self.imports: dict[str, tuple[Imported, ...]] = {}  # after the plan: every module's (its unit may be gone)
         self._targets_seen: dict[tuple[str, Optional[str], str], tuple[str, Optional[str], str]] = {}
-        self._inherited: dict[tuple[str, str], set[str]] = {}  # _inherited_steps, per (module, class)
 
     def plan(self) -> list[list[str]]:
         """Groups of modules to build together (paths as given); every other module stands alone."""
@@ -106,7 +105,6 @@ class Project:
         self.imports = {a: u.imports for a, u in self.units.items() if u.imports}
         self.units = {a: u for a, u in self.units.items() if a in grouped}
         self._targets_seen = {}
-        self._inherited = {}
 
     def relevant(self, unit: Unit) -> set[str]:
         """Its functions that can perform an event by themselves (its outline from the cache,
@@ -138,8 +136,7 @@ class Project:
             # A module that may hold a finding also links with one that only steps or clears
             # (BERT-pytorch's ScheduledOptim wrapper): one hop, so a chain of such modules
             # does not pull in every library module that steps a scheduler.
-            if module not in active and not (unit.path in self.holding and self.units[module].known.events) and not (
-                    name is not None and self._builds_heir(unit, module, name, local)):
+            if module not in active and not (unit.path in self.holding and self.units[module].known.events):
                 continue
             if name is not None:  # `from pkg.mod import f [as g]`
                 called = self._steps(unit, module, name, local)
@@ -260,7 +257,7 @@ class Project:
             return {local}
         methods = self._class_steps(module, name)
         if not methods:
-            return {local} if self._builds_heir(unit, module, name, local) else set()
+            return set()
         if unit.methods is None:
             unit.methods = set(_METHOD_CALL.findall(unit.text))
         # `super().__init__(` is in every subclass's text; a constructor's events are not linked.
@@ -279,14 +276,11 @@ class Project:
         """Whether `unit` may build the class (`Agent(actor, critic, actor_optim, ...)`) whose
         `__init__` may keep what it is handed: the optimizers it hands are read in the class's
         terms there (settle.py), whoever calls its methods later (a trainer of another module)."""
-        return self._keeps(self.units[module], name) and self._builds_with_optimizers(unit, module, local)
-
-    def _builds_with_optimizers(self, unit: Unit, module: str, local: str) -> bool:
-        """Whether `unit` builds an optimizer over parameters and calls `local` (a class of
-        `module` that has a constructor), which may hand it those optimizers."""
         if ("parameters(" not in unit.text or _BUILDS_OPTIMIZER.search(unit.text) is None
                 or not defines(self.units[module], "def", "__init__")):
             return False  # no optimizer built here over modules (colossalai's plugins wrap one handed in)
+        if not self._keeps(self.units[module], name):
+            return False  # its constructor keeps nothing it is handed
         at = unit.text.find(local)
         while at != -1:
             if at == 0 or not _WORD.match(unit.text, at - 1) and unit.text[at - 1] != ".":
@@ -333,32 +327,6 @@ class Project:
             return set()
         self.relevant(unit)
         return unit.outline.methods_of(name, unit.keep) if unit.outline is not None else set()
-
-    def _builds_heir(self, unit: Unit, module: str, name: str, local: str) -> bool:
-        """Whether `unit` builds, handing it optimizers, class `name` of `module` whose
-        constructor hands what it is handed up to a base of another module that keeps it, and
-        whose methods that can perform an event are inherited from there: those read what the
-        construction hands (linking._told_up)."""
-        return bool(self._inherited_steps(module, name)) and self._builds_with_optimizers(unit, module, local)
-
-    def _inherited_steps(self, module: str, name: str, depth: int = 0) -> set[str]:
-        """The methods that class `name` of `module` may inherit from bases of other modules of
-        the project that keep what its constructor hands up to theirs (`super().__init__(actor,
-        ..., actor_optim)`), and that can perform an event (TD3BCLearner's `learn` is
-        TD3Learner's); up to MAX_HOPS bases away."""
-        if (module, name) in self._inherited:
-            return self._inherited[(module, name)]
-        self._inherited[(module, name)] = set()  # while it is computed: an import cycle adds nothing
-        unit = self.units[module]
-        found: set[str] = set()
-        if depth < MAX_HOPS and unit.imports and defines(unit, "class", name) and _HANDS_UP.search(unit.text):
-            for base_module, base, local in self._targets(unit):
-                if base is not None and base_module != module and subclasses(unit, local):
-                    if self._keeps(self.units[base_module], base):
-                        found |= self._class_steps(base_module, base)
-                    found |= self._inherited_steps(base_module, base, depth + 1)
-        self._inherited[(module, name)] = found
-        return found
 
     def _called_on(self, unit: Unit, prefix: str) -> set[str]:
         """The names its text calls as `prefix.name(` (`\\bprefix\\.(\\w+)\\s*\\(`, found with
