@@ -298,7 +298,8 @@ class Scan:
             elif not isinstance(node, ast.AugAssign):
                 # A constructor keeps what it is handed: read here, its body may be cut (fields).
                 for target, value in _paired(targets, node.value):
-                    if isinstance(target, ast.Attribute) and isinstance(value, ast.Name) and self._field(owner, [target], value.id):
+                    if (isinstance(target, ast.Attribute) and isinstance(value, ast.Name)
+                            and self._field(owner, [target], value.id)):
                         self.kept.setdefault(owner, {})[target.attr] = value.id  # the walk is LIFO: the first wins
             self._count(targets, node.value, owner, node, top)
         elif isinstance(node, ast.Return) and node.value is not None and owner and top is not None:
