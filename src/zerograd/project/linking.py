@@ -189,7 +189,7 @@ class _Linker:
         """What a construction hands the fields a class keeps through its base's constructor
         (`super().__init__(actor, ..., actor_optim)`, the base in another module) is told the
         base's module too: its methods read the same `self.actor_optim` (SACPolicy.learn, for
-        a CQLPolicy built in run_cql.py). Up the chain of bases, each module once."""
+        a CQLPolicy built in run_cql.py). Up the chain of bases, again whenever a base grows."""
         pending = list(told)
         while pending:
             module = pending.pop()
@@ -197,13 +197,11 @@ class _Linker:
             for base_module, base in set(exports.up.values()) if exports is not None else ():
                 kept = self.exports[base_module].fields.get(base) if base_module in self.exports else None
                 keys = {f"self.{attribute}" for attribute, _ in kept[1]} if kept is not None else set()
-                into = told.setdefault(base_module, {})
-                grown = False
-                for (function, key), held in list(told[module].items()):
-                    if not function and key in keys and not held <= into.get(("", key), frozenset()):
-                        into[("", key)] = into.get(("", key), frozenset()) | held
-                        grown = True
+                into = told.get(base_module, {})
+                grown = {("", key): into.get(("", key), frozenset()) | held for (function, key), held in told[module].items()
+                         if not function and key in keys and not held <= into.get(("", key), frozenset())}
                 if grown:
+                    told[base_module] = {**into, **grown}
                     pending.append(base_module)
 
     def _news(self, number: int, told: dict[tuple[str, str], frozenset[str]]) -> bool:
