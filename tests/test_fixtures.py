@@ -56,8 +56,17 @@ def test_fixture_api(path: Path) -> None:
     compare(expected(source), got)
 
 
+@pytest.fixture(scope="module")
+def adapter_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for every case of the adapter's test: the adapter checks a fixture in its
+    project's context (this repository), which a cold cache reads whole, 1.5 s a case; the
+    first case runs cold, the others warm, as flake8 runs in CI (test_cache covers the cache)."""
+    return tmp_path_factory.mktemp("adapter-cache")
+
+
 @pytest.mark.parametrize("path", FIXTURES, ids=lambda p: str(p.relative_to(ROOT)))
-def test_fixture_flake8_adapter(path: Path) -> None:
+def test_fixture_flake8_adapter(path: Path, adapter_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ZEROGRAD_CACHE_DIR", str(adapter_cache))
     source = path.read_text(encoding="utf-8")
     ZeroGradPlugin.settings = settings_of(source)
     try:

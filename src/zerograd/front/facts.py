@@ -165,6 +165,7 @@ class Collector(Members):
         if type(func) is cst.Attribute:
             name = func.attr.value
             facts.events |= name in EVENT_METHODS
+            self.info.attribute_calls[name] += 1
             if name == "__init__" and _is_super(func.value) and self.cls is not None and self.function is not None \
                     and self.function.name.value == "__init__":
                 self.cls.up = call
@@ -222,6 +223,7 @@ class Collector(Members):
                 handed.attr.value if isinstance(handed, cst.Attribute) else None)
             if handed_name is None:
                 continue
+            self.info.passed.add(handed_name)  # a function handed over may be called anywhere
             keyword = arg.keyword.value if arg.keyword else ""
             if REGISTER_CALL.match(callee) or REGISTER_KEYWORD.match(keyword):
                 self.info.registered.add(handed_name)

@@ -114,6 +114,8 @@ class ModuleInfo:
     # instance of a class of this module over (`trainer = Trainer()`): (name, {arg: class}).
     name_calls: Counter[str] = field(default_factory=Counter)
     method_calls: Counter[str] = field(default_factory=Counter)  # calls `x.m(a, b, ...)` per method name, whatever `x`
+    attribute_calls: Counter[str] = field(default_factory=Counter)  # calls `x.m(...)` per method name, whatever `x`
+    passed: set[str] = field(default_factory=set)  # names (or attributes' names) handed to a call as arguments
     hands: bool = False  # some `.grad` is assigned another's (a hand-over: clears.Clears._handed)
     instance_args: list[tuple[str, dict[str, str]]] = field(default_factory=list)
     # Calls by name that hand one value to several parameters (`apply(opt, boundary, boundary)`):
@@ -166,6 +168,16 @@ class ModuleInfo:
         if self._twins is None:
             self._twins = _twin_parameters(self)
         return self._twins.get(id(function), {})
+
+    def call_sites(self, function: cst.FunctionDef) -> Optional[int]:
+        """How many calls in the module may run `function`: by its name, or for a method every
+        `x.m(...)` whatever `x`; None when its name is handed to a call (a callback, a thread's
+        target), which may run it with anything."""
+        name = function.name.value
+        if name in self.passed:
+            return None
+        facts = self.facts.get(id(function))
+        return self.attribute_calls[name] if facts is not None and facts.cls is not None else self.name_calls[name]
 
     def calls_of(self, node: cst.CSTNode) -> list[cst.Call]:
         """calls_in, computed once per node: two passes walk the same statements."""

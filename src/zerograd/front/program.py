@@ -115,6 +115,18 @@ def build_module(module: Union[cst.Module, list[Chunk]], settings: Settings, lin
                 scopes[position] = _function_scope(builder, function, cls, info)
         if builder.optimizer_params == known:
             break
+    # What every call of a function in the module hands its parameters (a loader's batch, a
+    # literal): rebuild the functions that learn it, as far as three calls down.
+    for _ in range(3):
+        entries = builder.entry_reaches()
+        changed = {f for f in entries.keys() | builder.entries.keys() if entries.get(f) != builder.entries.get(f)}
+        if not changed:
+            break
+        builder.entries = entries
+        builder.doubted = {(f, r) for f, r in builder.doubted if f not in changed}
+        for position, (function, cls, (sites.chunk, sites.top)) in enumerate(placed, start=1):
+            if id(function) in changed:
+                scopes[position] = _function_scope(builder, function, cls, info)
     for cls in {id(c): c for c in info.class_of.values()}.values():
         framework = builder.frameworks.get(id(cls))
         if framework is not None:

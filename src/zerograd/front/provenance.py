@@ -16,7 +16,7 @@ unless a call's literal arguments decide them. Calling a module of a class of ou
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, Optional
 
 import libcst as cst
@@ -49,6 +49,10 @@ SUMMARIES = 256  # distinct (function, arguments) traced in a module, plus 4 per
 # caller's values of the object's fields, the held modules as it names them, the literal arguments.
 Summaries = dict[tuple[int, tuple[Reach, ...], tuple[tuple[str, str], ...], tuple[tuple[str, Reach], ...],
                        frozenset[str], tuple[tuple[str, object], ...]], Reach]
+# A call of a function of this module, as a scope's own trace reads it: the function's id, what
+# each argument reaches per parameter it binds (in the callee's terms), the parameters handed a
+# module (named, not valued).
+Call = tuple[int, dict[str, Reach], frozenset[str]]
 _WHOLE = frozenset({"self"})
 _SUMS = (cst.Add, cst.Subtract)  # operators whose operands' gradients are independent
 
@@ -102,6 +106,7 @@ class Tracer:
         # branches, as the caller's call runs them (issue 45: `for_G=True`, `mode="disc"`).
         self.literals = literals or {}
         self.done = False  # a `return` ended the path being read
+        self.record: Optional[list[Call]] = None  # the calls of ours the scope makes (entry reach)
 
     # --- statements -------------------------------------------------------------------------
 
@@ -119,7 +124,7 @@ class Tracer:
             return  # a scope of its own
         elif isinstance(node, cst.For):
             batches = self.value(node.iter)
-            if batches.opaque and not batches.modules and _trains(node.body):
+            if batches.opaque and not batches.modules and self._trains(node.body):
                 # What a training loop iterates is data: a loader's batches are tensors that no
                 # module made (issue 45; a collection of the scope's own outputs keeps its reach).
                 batches = CLEAN
@@ -138,6 +143,19 @@ class Tracer:
             for suite in suites(node):
                 self.block(block_of(suite))
                 self.done = False  # a loop that may not run, a `try` that may raise
+
+    def _trains(self, body: cst.CSTNode) -> bool:
+        """Whether a loop body calls `.backward(`, or a function of ours that does (`for batch
+        in loader: self.update(batch)`)."""
+        if _trains(body):
+            return True
+        if self.resolve is None:
+            return False
+        for call in _calls_in(body, (cst.Lambda, cst.FunctionDef, cst.ClassDef)):
+            callee = self.resolve(call.func) if isinstance(call.func, (cst.Name, cst.Attribute)) else None
+            if callee is not None and _trains(callee[0].body):
+                return True
+        return False
 
     def _if(self, node: cst.If) -> None:
         """A branch the literal arguments decide is the only one read; else both, one after the
@@ -191,6 +209,11 @@ class Tracer:
             self._bind(node.target, self.value(node.value))
         elif isinstance(node, cst.AugAssign):
             self._bind(node.target, union(self.value(node.target), self.value(node.value)))
+        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and self.record is not None:
+            # `self.update(batch)`: what it hands over is recorded; its return is not used.
+            callee = self.resolve(node.value.func) if self.resolve is not None else None
+            if callee is not None:
+                self._summary(node.value, [self.value(a.value) for a in node.value.args], callee, follow=False)
 
     def _bind(self, target: cst.BaseExpression, value: Reach) -> None:
         if self.cutting:
@@ -407,11 +430,13 @@ class Tracer:
         return union(whole, Reach(frozenset(m for m in inner.modules if m != module and within(m, module)),
                                   frozenset(), False, inner.chained))
 
-    def _summary(self, node: cst.Call, args: list[Reach], callee: Optional[Callee] = None) -> Optional[Reach]:
+    def _summary(self, node: cst.Call, args: list[Reach], callee: Optional[Callee] = None,
+                 follow: bool = True) -> Optional[Reach]:
         """A call of a function of this module (issue 45): what its return value reaches, its
         body traced with its parameters bound to what the arguments reach (`self.X` is the
         caller's `receiver.X`); None where it cannot be followed (too deep, recursive, `*args`).
-        `callee`: what the call resolves to, when the caller has resolved it already."""
+        `callee`: what the call resolves to, when the caller has resolved it already; `follow`
+        False: only record the call."""
         if self.depth >= DEPTH:
             return None
         if callee is None:
@@ -438,6 +463,11 @@ class Tracer:
             fields = tuple((name, inward_reach(value, receiver)) for name, value in fields)
             inside = any(within(receiver, m) for m in modules)  # the whole object is held (`self`)
             modules = frozenset(inward(m, receiver) for m in modules) | (_WHOLE if inside else frozenset())
+        if self.record is not None:
+            self.record.append((id(function), {param: reach for param, reach in zip(bound, args) if param not in handed},
+                                frozenset(handed)))
+        if not follow:
+            return None
         memo = (id(function), tuple(args), tuple(sorted(handed.items())), fields, modules,
                 tuple(sorted(literals.items())))
         found = self.summaries.get(memo)
@@ -474,12 +504,12 @@ class Tracer:
         # A parameter the call leaves to a constant default (`C=1`, `clip_val=1e-5`) holds no graph.
         inner.env.update((p.name.value, CLEAN) for p in (*function.params.posonly_params, *function.params.params,
                                                          *function.params.kwonly_params)
-                         if p.name.value not in bound and p.default is not None and _constant(p.default))
+                         if p.name.value not in bound and p.default is not None and constant(p.default))
         inner.block(block_of(function.body))
         return union(CLEAN, *inner.returns)
 
 
-def _constant(node: cst.BaseExpression) -> bool:
+def constant(node: cst.BaseExpression) -> bool:
     """A number, a string, True, False or None, negated or not."""
     if isinstance(node, cst.UnaryOperation):
         node = node.expression
@@ -540,9 +570,13 @@ def _flag(node: Optional[cst.BaseExpression], default: Optional[bool]) -> Option
 def trace(body: Sequence[cst.CSTNode], modules: frozenset[str], key: Key, params: frozenset[str],
           ours: frozenset[str], names: Names,
           resolve: Optional[Resolver] = None, summaries: Optional[Summaries] = None,
-          limit: int = SUMMARIES, function: Optional[cst.FunctionDef] = None) -> dict[int, Reach]:
+          limit: int = SUMMARIES, function: Optional[cst.FunctionDef] = None,
+          entry: Optional[Mapping[str, Reach]] = None, record: Optional[list[Call]] = None) -> dict[int, Reach]:
     """What the loss of each backward call in `body` reaches (id(call) -> Reach); `summaries`:
-    the module's function summaries so far, at most `limit`."""
+    the module's function summaries so far, at most `limit`; `entry`: what some parameters hold
+    on entry (what every call of the function hands them); `record` gathers the scope's calls."""
     tracer = Tracer(modules, key, params, ours, names, resolve, 0, summaries, limit, function)
+    tracer.env.update((key(cst.Name(param)), reach) for param, reach in (entry or {}).items())
+    tracer.record = record
     tracer.block(body)
     return tracer.found

@@ -15,6 +15,7 @@ import libcst as cst
 
 from ..analysis.keys import FLAG, HANDED, INVARIANT, root_of
 from ..analysis.model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
+from ..analysis.reach import CLEAN, OPAQUE, union
 from ..knowledge.frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework, Valued
 from ..knowledge.optimizers import BACKWARD_METHODS, is_optimizer_callee
 from .calls import Context, Link
@@ -44,7 +45,8 @@ from .naming import (
     text_of,
     written,
 )
-from .provenance import SUMMARIES, Callee, Names, Resolver, Summaries, Tracer, trace
+from .plain import plain_parameters
+from .provenance import SUMMARIES, Call, Callee, Names, Resolver, Summaries, Tracer, constant, trace
 from .receivers import Receivers
 from .sites import Sites
 from .walk import nodes_in
@@ -74,6 +76,10 @@ class Builder(Receivers, Windows):
         self.doubted: set[tuple[int, str]] = set()  # receivers judged no optimizer, per function
         self.reaches: dict[int, Reach] = {}  # id(backward call) -> what its loss reaches (this scope's)
         self.returns: Summaries = {}  # what functions of the module return, for provenance.trace
+        # Per scope (id of the function; id(None): the module body), the calls of ours its trace
+        # read; per function, what every such call hands its parameters (`entry_reaches`).
+        self.calls: dict[int, list[Call]] = {}
+        self.entries: dict[int, dict[str, Reach]] = {}
         # rules.md section 7 (program.py fills these): id(ClassInfo) -> the framework calling its
         # hooks; id(hook) -> its parameter that is the framework's optimizer, or its closure.
         self.frameworks: dict[int, Framework] = {}
@@ -115,9 +121,40 @@ class Builder(Receivers, Windows):
         modules = [found for found in held.values() if found]
         if len(modules) < 2:
             return {}
-        return trace(body, frozenset().union(*modules), lambda node: self.key(node, ctx), params,
+        # A parameter declared a number (`gamma=0.99`, `tau: float`) holds no graph, as an
+        # object's constructor parameter does (plain.py); the others may carry anything, unless
+        # every call of the function in the module says what (`entry_reaches`).
+        read = params - plain_parameters(ctx.function) if ctx.function is not None else params
+        calls = self.calls[scope] = []
+        return trace(body, frozenset().union(*modules), lambda node: self.key(node, ctx), read,
                      frozenset(self.info.functions), self._names(), self._resolver(ctx), self.returns,
-                     SUMMARIES + 4 * len(self.info.every_function), ctx.function)
+                     SUMMARIES + 4 * len(self.info.every_function), ctx.function, self.entries.get(scope), calls)
+
+    def entry_reaches(self) -> dict[int, dict[str, Reach]]:
+        """What each function's parameters hold on entry where every call of it in the module
+        (ModuleInfo.call_sites) was read by a trace: the union of what the calls hand each one
+        (a default left: a constant holds no graph). A parameter some call hands a module stays
+        a name; one that holds nothing known (opaque, no module) is left out."""
+        per_callee: dict[int, list[tuple[dict[str, Reach], frozenset[str]]]] = {}
+        for records in self.calls.values():
+            for callee, bound, handed in records:
+                per_callee.setdefault(callee, []).append((bound, handed))
+        entries = {}
+        for callee, calls in per_callee.items():
+            function = self.info.function_of(callee)
+            if function is None or self.info.call_sites(function) != len(calls):
+                continue
+            found = {}
+            for param in _parameters(function, self.info.facts[callee].cls is not None):
+                if any(param.name.value in handed for _, handed in calls):
+                    continue
+                default = CLEAN if param.default is not None and constant(param.default) else OPAQUE
+                value = union(*(bound.get(param.name.value, default) for bound, _ in calls))
+                if value.modules or value.cut or not value.opaque:
+                    found[param.name.value] = value
+            if found:
+                entries[callee] = found
+        return entries
 
     def tracer(self, function: cst.FunctionDef, modules: frozenset[str], params: frozenset[str],
                literals: dict[str, object], ours: frozenset[str]) -> Tracer:
@@ -524,3 +561,10 @@ def _dispatched(test: cst.BaseExpression, parameters: set[str]) -> Optional[str]
     if isinstance(left, cst.Name) and left.value in parameters and isinstance(right, literal):
         return left.value
     return None
+
+
+def _parameters(function: cst.FunctionDef, method: bool) -> list[cst.Param]:
+    """The parameters a call can bind by name or place (a method's `self` left out)."""
+    params = function.params
+    positional = [*params.posonly_params, *params.params]
+    return [*positional[int(method):], *params.kwonly_params]
