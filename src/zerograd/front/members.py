@@ -11,6 +11,7 @@ from typing import Optional
 
 import libcst as cst
 
+from ..knowledge.values import makes_leaf
 from .moduleinfo import ClassInfo, FunctionFacts, ModuleInfo
 from .naming import block_of, dotted, receiver_key, statements_of, targets_of
 from .plain import plain, plain_parameters
@@ -123,7 +124,10 @@ class Members:
         for target in targets:
             if type(target) is cst.Attribute and type(target.value) is cst.Name and target.value.value == "self":
                 key = receiver_key(target)
-                cls.callables[key] = name if cls.callables.get(key, name) == name else None
+                before = cls.callables.get(key, name)
+                # Two factories on two branches (`torch.randn_like`, `torch.rand_like`) both make a new leaf.
+                leaves = before is not None and name is not None and makes_leaf(before) and makes_leaf(name)
+                cls.callables[key] = name if before == name or leaves else None
 
     def _plain(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         """Whether each `self.X` assigned keeps holding no graph (plain.py); `obj.X = ...` on any

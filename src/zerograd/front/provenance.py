@@ -407,7 +407,8 @@ class Tracer:
         """A call of an attribute that is a function: one of this module is followed, a torch
         function mixes its arguments' graphs."""
         if function.startswith("torch."):
-            return union(CLEAN, *args)
+            # `self.noise_like = torch.randn_like`: a factory's result is a new leaf.
+            return CLEAN if makes_leaf(function) else union(CLEAN, *args)
         summary = self._summary(node.with_changes(func=cst.Name(function)), args) if function in self.ours else None
         return summary if summary is not None else union(OPAQUE, *args)
 
