@@ -8,6 +8,7 @@ p.ndim > 1]`, a part of `m` of its own, `m[params]`) or a tensor of its own
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import Callable, Optional
 
@@ -55,9 +56,14 @@ class Holdings:
     def bind(self, scope: int, name: str, value: cst.BaseExpression, function: Optional[int] = None,
              shared: Optional[int] = None) -> None:
         """`name` (in `scope`) is bound to `value`, read in `function` (default: `scope`)."""
-        owners = list(self.owners(scope if function is None else function, value, shared))
-        if owners and _filtered(value):  # `[p for p in net.parameters() if p.ndim > 1]`: a part
-            owners = [f"{o}[{name}]" for o in owners]
+        reading = scope if function is None else function
+        selected = _selection(value) if _filtered(value) else None
+        if selected is not None:  # `params = [p for p in net.parameters() if p.ndim > 1]`: a part
+            owners = [f"{o}[{name}]" for o in self.owners(reading, selected[0], shared)]
+        else:
+            owners = list(self.owners(reading, value, shared))
+            if owners and _filtered(value):
+                owners = [f"{o}[{name}]" for o in owners]
         if not owners and isinstance(value, cst.Call) and self._fresh(value):
             owners = [name]
             self.tensors.add(name)
@@ -72,9 +78,14 @@ class Holdings:
         whose `.parameters()` it calls, what a name it copies holds (`list(params)`), or a part of
         its own for a difference (`set(vae.parameters()) - set(vae.discr.parameters())` is
         `vae[-vae.discr]`: within `vae`, apart from `vae.discr`)."""
-        while (type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in _COPIES
-               and len(value.args) == 1 and not value.args[0].star):
-            value = value.args[0].value
+        value = _copied(value)
+        selected = _selection(value)
+        if selected is not None:
+            source, test = selected
+            found = self.owners(scope, source, shared, returned)
+            # A selection by another test is a part of its own (weights apart from biases:
+            # `Muon([p ... if p.ndim >= 2])` beside `AdamW([p ... if p.ndim < 2])`).
+            return tuple(f"{o}[{_part(test)}]" for o in found) if test is not None else found
         if type(value) is cst.BinaryOperation and type(value.operator) is cst.Subtract:
             whole = self.owners(scope, value.left, shared, returned)
             removed = self.owners(scope, value.right, shared, returned)
@@ -173,6 +184,42 @@ def _items(call: cst.Call) -> list[cst.BaseExpression]:
                               and isinstance(e.key, cst.SimpleString) and e.key.evaluated_value == "params"), value)
             items.append(value)
     return items
+
+
+def _copied(value: cst.BaseExpression) -> cst.BaseExpression:
+    """What a copy of parameters is made from: `list(params)`, `tuple(params)` are `params`."""
+    while (type(value) is cst.Call and type(value.func) is cst.Name and value.func.value in _COPIES
+           and len(value.args) == 1 and not value.args[0].star):
+        value = value.args[0].value
+    return value
+
+
+def _selection(value: cst.BaseExpression) -> Optional[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
+    """What a selection of parameters picks from, and by which test: `[p for p in params if
+    p.ndim > 1]` and `filter(lambda p: p.ndim > 1, params)` are `params` and `p.ndim > 1`; no
+    test, or only `p.requires_grad` (the trainable part: the parameters a loss can give
+    gradients), is None."""
+    test: Optional[cst.BaseExpression] = None
+    if (type(value) is cst.Call and type(value.func) is cst.Name and value.func.value == "filter"
+            and len(value.args) == 2 and not any(a.star or a.keyword for a in value.args)):
+        picker = value.args[0].value
+        test = picker.body if isinstance(picker, cst.Lambda) else picker
+        source = value.args[1].value
+    elif (isinstance(value, (cst.ListComp, cst.GeneratorExp, cst.SetComp)) and value.for_in.inner_for_in is None
+          and type(value.elt) is cst.Name and type(value.for_in.target) is cst.Name
+          and value.elt.value == value.for_in.target.value and len(value.for_in.ifs) <= 1):
+        test = value.for_in.ifs[0].test if value.for_in.ifs else None
+        source = value.for_in.iter
+    else:
+        return None
+    if isinstance(test, cst.Attribute) and test.attr.value == "requires_grad":
+        test = None
+    return source, test
+
+
+def _part(test: cst.BaseExpression) -> str:
+    """A part's name, the same for the same test: `sel` and a digest of its text."""
+    return "sel" + hashlib.sha1(cst.Module([]).code_for_node(test).encode()).hexdigest()[:6]
 
 
 def _fresh_tensor(qualified: str) -> bool:
