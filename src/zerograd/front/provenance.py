@@ -33,6 +33,7 @@ from .valued import applied
 # Methods whose result carries no autograd graph: what they are called on is cut off.
 _DETACHING = frozenset({"detach", "detach_", "item", "tolist", "numpy", "data"})
 _BACKWARD = ("backward", "manual_backward")  # methods that backpropagate a loss
+_TOGGLES = ("toggle_optimizer", "untoggle_optimizer")  # Lightning's: freeze what others hold, and undo it
 NO_GRAD = frozenset({"no_grad", "inference_mode"})  # context managers under which nothing is recorded
 # What a tensor tells of itself (its size, type, place) is no graph.
 _DESCRIBING = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "size", "dim", "numel",
@@ -107,6 +108,8 @@ class Tracer:
         self.literals = literals or {}
         self.done = False  # a `return` ended the path being read
         self.record: Optional[list[Call]] = None  # the calls of ours the scope makes (entry reach)
+        self.optimizers: Mapping[str, frozenset[str]] = {}  # what each optimizer holds (a toggle's)
+        self.toggled: set[str] = set()  # what the last `toggle_optimizer` froze
 
     # --- statements -------------------------------------------------------------------------
 
@@ -237,10 +240,25 @@ class Tracer:
                 self.found[id(call)] = self._unfrozen(self.value(call.args[0].value))
             elif isinstance(func, cst.Attribute) and name == "detach_" and isinstance(func.value, (cst.Name, cst.Attribute)):
                 self.env[self.key(func.value)] = cut(self.value(func.value))  # detached in place
+            elif isinstance(func, cst.Attribute) and name in _TOGGLES and call.args:
+                self._toggle(self.key(call.args[0].value), name == _TOGGLES[0])
             elif isinstance(func, cst.Attribute) and name == "requires_grad_":
                 self._freeze([func.value], _flag(call.args[0].value if call.args else None, True))
             elif "requires_grad" in name and len(call.args) >= 2:
                 self._freeze([call.args[0].value], _flag(call.args[1].value, None))
+
+    def _toggle(self, optimizer: str, on: bool) -> None:
+        """Lightning's `self.toggle_optimizer(opt)`: every parameter of the other optimizers that
+        `opt` does not hold stops requiring gradients until `untoggle_optimizer` restores it."""
+        mine = self.optimizers.get(optimizer)
+        if on and mine:
+            others = {m for key, held in self.optimizers.items() if key != optimizer for m in held
+                      if not related(m, mine)}
+            self.toggled = others - self.frozen
+            self.frozen |= self.toggled
+        elif not on:
+            self.frozen -= self.toggled
+            self.toggled = set()
 
     def _freezing_loop(self, node: cst.For) -> None:
         """`for p in D.parameters(): p.requires_grad = False`."""
@@ -572,12 +590,14 @@ def trace(body: Sequence[cst.CSTNode], modules: frozenset[str], key: Key, params
           ours: frozenset[str], names: Names,
           resolve: Optional[Resolver] = None, summaries: Optional[Summaries] = None,
           limit: int = SUMMARIES, function: Optional[cst.FunctionDef] = None,
-          entry: Optional[Mapping[str, Reach]] = None, record: Optional[list[Call]] = None) -> dict[int, Reach]:
+          entry: Optional[Mapping[str, Reach]] = None, record: Optional[list[Call]] = None,
+          optimizers: Optional[Mapping[str, frozenset[str]]] = None) -> dict[int, Reach]:
     """What the loss of each backward call in `body` reaches (id(call) -> Reach); `summaries`:
     the module's function summaries so far, at most `limit`; `entry`: what some parameters hold
     on entry (what every call of the function hands them); `record` gathers the scope's calls."""
     tracer = Tracer(modules, key, params, ours, names, resolve, 0, summaries, limit, function)
     tracer.env.update((key(cst.Name(param)), reach) for param, reach in (entry or {}).items())
     tracer.record = record
+    tracer.optimizers = optimizers or {}
     tracer.block(body)
     return tracer.found

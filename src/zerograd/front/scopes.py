@@ -128,7 +128,8 @@ class Builder(Receivers, Windows):
         calls = self.calls[scope] = []
         return trace(body, frozenset().union(*modules), lambda node: self.key(node, ctx), read,
                      frozenset(self.info.functions), self._names(), self._resolver(ctx), self.returns,
-                     SUMMARIES + 4 * len(self.info.every_function), ctx.function, self.entries.get(scope), calls)
+                     SUMMARIES + 4 * len(self.info.every_function), ctx.function, self.entries.get(scope), calls,
+                     {key: frozenset(found) for key, found in held.items() if found})
 
     def entry_reaches(self) -> dict[int, dict[str, Reach]]:
         """What each function's parameters hold on entry where every call of it in the module
