@@ -34,6 +34,7 @@ from .valued import applied
 _DETACHING = frozenset({"detach", "detach_", "item", "tolist", "numpy", "data"})
 _BACKWARD = ("backward", "manual_backward")  # methods that backpropagate a loss
 _TOGGLES = ("toggle_optimizer", "untoggle_optimizer")  # Lightning's: freeze what others hold, and undo it
+_TOGGLING = "toggle_model"  # a Lightning optimizer's context manager doing both
 NO_GRAD = frozenset({"no_grad", "inference_mode"})  # context managers under which nothing is recorded
 # What a tensor tells of itself (its size, type, place) is no graph.
 _DESCRIBING = frozenset({"shape", "dtype", "device", "ndim", "is_cuda", "requires_grad", "size", "dim", "numel",
@@ -186,14 +187,20 @@ class Tracer:
 
     def _with(self, node: cst.With) -> None:
         saved = self.cutting
+        toggled = None
         for item in node.items:
             call = item.item
             if isinstance(call, cst.Call) and self._no_grad(call.func):
                 self.cutting = True
+            elif isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == _TOGGLING:
+                toggled = self.key(call.func.value)  # `with opt_g.toggle_model():`, a toggle until the block ends
+                self._toggle(toggled, True)
             elif item.asname is not None:
                 self._bind(item.asname.name, self.value(call))
         self.block(block_of(node.body))
         self.cutting = saved
+        if toggled is not None:
+            self._toggle(toggled, False)
 
     def _no_grad(self, func: cst.BaseExpression) -> bool:
         return (self.names.qualify(func) or "").rsplit(".", 1)[-1] in NO_GRAD
