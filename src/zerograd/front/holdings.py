@@ -196,7 +196,8 @@ def _copied(value: cst.BaseExpression) -> cst.BaseExpression:
 
 def _selection(value: cst.BaseExpression) -> Optional[tuple[cst.BaseExpression, Optional[cst.BaseExpression]]]:
     """What a selection of parameters picks from, and by which test: `[p for p in params if
-    p.ndim > 1]` and `filter(lambda p: p.ndim > 1, params)` are `params` and `p.ndim > 1`; no
+    p.ndim > 1]` and `filter(lambda p: p.ndim > 1, params)` are `params` and `p.ndim > 1` (`[p for
+    n, p in m.named_parameters() if "bias" in n]`: `m.named_parameters()`, `"bias" in n`); no
     test, or only `p.requires_grad` (the trainable part: the parameters a loss can give
     gradients), is None."""
     test: Optional[cst.BaseExpression] = None
@@ -206,8 +207,8 @@ def _selection(value: cst.BaseExpression) -> Optional[tuple[cst.BaseExpression, 
         test = picker.body if isinstance(picker, cst.Lambda) else picker
         source = value.args[1].value
     elif (isinstance(value, (cst.ListComp, cst.GeneratorExp, cst.SetComp)) and value.for_in.inner_for_in is None
-          and type(value.elt) is cst.Name and type(value.for_in.target) is cst.Name
-          and value.elt.value == value.for_in.target.value and len(value.for_in.ifs) <= 1):
+          and type(value.elt) is cst.Name and value.elt.value in _bound(value.for_in.target)
+          and len(value.for_in.ifs) <= 1):
         test = value.for_in.ifs[0].test if value.for_in.ifs else None
         source = value.for_in.iter
     else:
@@ -215,6 +216,15 @@ def _selection(value: cst.BaseExpression) -> Optional[tuple[cst.BaseExpression, 
     if isinstance(test, cst.Attribute) and test.attr.value == "requires_grad":
         test = None
     return source, test
+
+
+def _bound(target: cst.BaseExpression) -> set[str]:
+    """The names a comprehension's target binds: `p`, or `n` and `p` of `n, p` (named_parameters)."""
+    if type(target) is cst.Name:
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {e.value.value for e in target.elements if type(e.value) is cst.Name}
+    return set()
 
 
 def _part(test: cst.BaseExpression) -> str:
