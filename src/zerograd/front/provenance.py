@@ -190,7 +190,7 @@ class Tracer:
         toggled = None
         for item in node.items:
             call = item.item
-            if isinstance(call, cst.Call) and self._no_grad(call.func):
+            if isinstance(call, cst.Call) and self._no_grad(call):
                 self.cutting = True
             elif isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == _TOGGLING:
                 toggled = self.key(call.func.value)  # `with opt_g.toggle_model():`, a toggle until the block ends
@@ -202,8 +202,12 @@ class Tracer:
         if toggled is not None:
             self._toggle(toggled, False)
 
-    def _no_grad(self, func: cst.BaseExpression) -> bool:
-        return (self.names.qualify(func) or "").rsplit(".", 1)[-1] in NO_GRAD
+    def _no_grad(self, call: cst.Call) -> bool:
+        """`torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`."""
+        name = (self.names.qualify(call.func) or "").rsplit(".", 1)[-1]
+        if name == "set_grad_enabled":
+            return bool(call.args) and _flag(call.args[0].value, None) is False
+        return name in NO_GRAD
 
     def small(self, node: cst.CSTNode) -> None:
         self._calls(node)
@@ -279,6 +283,11 @@ class Tracer:
                         and isinstance(small.targets[0].target, cst.Attribute)
                         and small.targets[0].target.attr.value == "requires_grad"):
                     self._freeze([it.func.value], _flag(small.value, None))
+                elif (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)  # `p.requires_grad_(False)`
+                      and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "requires_grad_"
+                      and small.value.func.value.deep_equals(node.target)):
+                    call = small.value
+                    self._freeze([it.func.value], _flag(call.args[0].value if call.args else None, True))
 
     def _freeze(self, nets: list[cst.BaseExpression], trainable: Optional[bool]) -> None:
         if trainable is None:
