@@ -17,7 +17,7 @@ unless a call's literal arguments decide them. Calling a module of a class of ou
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Union
 
 import libcst as cst
 
@@ -257,6 +257,22 @@ class Tracer:
                 self._freeze([func.value], _flag(call.args[0].value if call.args else None, True))
             elif "requires_grad" in name and len(call.args) >= 2:
                 self._freeze([call.args[0].value], _flag(call.args[1].value, None))
+            elif isinstance(func, (cst.Name, cst.Attribute)) and self.resolve is not None and call.args:
+                self._helper_freeze(call)
+
+    def _helper_freeze(self, call: cst.Call) -> None:
+        """A function of ours that sets what its module parameter's parameters require
+        (`toggle_grad(D, False)`: `for p in model.parameters(): p.requires_grad_(flag)`)."""
+        callee = self.resolve(call.func) if self.resolve is not None else None
+        if callee is None:
+            return
+        found = _freezer(callee[0])
+        bound = _bind(callee[0], call.args, callee[1] is not None) if found is not None else None
+        if found is None or bound is None or found[0] not in bound:
+            return
+        module, flag = found
+        value = flag if isinstance(flag, bool) else _flag(bound[flag], None) if flag in bound else None
+        self._freeze([bound[module]], value)
 
     def _toggle(self, optimizer: str, on: bool) -> None:
         """Lightning's `self.toggle_optimizer(opt)`: every parameter of the other optimizers that
@@ -541,7 +557,14 @@ class Tracer:
                                                          *function.params.kwonly_params)
                          if p.name.value not in bound and p.default is not None and constant(p.default))
         inner.block(block_of(function.body))
-        return union(CLEAN, *inner.returns)
+        returned = union(CLEAN, *inner.returns)
+        # `@torch.no_grad()` over the function: nothing it computes carries a graph.
+        return cut(returned) if any(self._no_grad_decorator(d.decorator) for d in function.decorators) else returned
+
+    def _no_grad_decorator(self, decorator: cst.BaseExpression) -> bool:
+        if isinstance(decorator, cst.Call):
+            return self._no_grad(decorator)
+        return self._no_grad(cst.Call(func=decorator))
 
 
 def constant(node: cst.BaseExpression) -> bool:
@@ -564,6 +587,34 @@ def _bind(function: cst.FunctionDef, args: Sequence[cst.Arg], method: bool) -> O
             return None
         bound[name] = arg.value
     return bound
+
+
+def _freezer(function: cst.FunctionDef) -> Optional[tuple[str, Union[str, bool]]]:
+    """(the module parameter, the flag parameter or a literal) of a function whose body sets
+    `requires_grad` on the parameters of one of its parameters, in a loop of its own statements."""
+    names = set(positional(function))
+    for statement in block_of(function.body):
+        if not isinstance(statement, cst.For):
+            continue
+        it = statement.iter
+        if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value == "parameters"
+                and isinstance(it.func.value, cst.Name) and it.func.value.value in names):
+            continue
+        for inner in block_of(statement.body):
+            for small in inner.body if isinstance(inner, cst.SimpleStatementLine) else ():
+                value: Optional[cst.BaseExpression] = None
+                if (isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Attribute)
+                        and small.targets[0].target.attr.value == "requires_grad"):
+                    value = small.value
+                elif (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and small.value.args
+                      and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "requires_grad_"):
+                    value = small.value.args[0].value
+                if isinstance(value, cst.Name) and value.value in names:
+                    return it.func.value.value, value.value
+                literal = _flag(value, None)
+                if literal is not None:
+                    return it.func.value.value, literal
+    return None
 
 
 def _elements(node: cst.CSTNode) -> list[cst.BaseElement]:
