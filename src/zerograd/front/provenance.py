@@ -134,6 +134,10 @@ class Tracer:
                 batches = CLEAN
             self._bind(node.target, batches)
             self._freezing_loop(node)
+            if isinstance(node.iter, (cst.List, cst.Tuple)):  # `for net in [D_a, D_b]: for p in net.parameters(): ...`
+                for inner in block_of(node.body):
+                    if isinstance(inner, cst.For):
+                        self._freezing_loop(inner, (node.target, node.iter))
             self.block(block_of(node.body))
             self.done = False  # the loop may run no time
             if node.orelse is not None:
@@ -223,6 +227,8 @@ class Tracer:
             self._bind(node.target, self.value(node.value))
         elif isinstance(node, cst.AugAssign):
             self._bind(node.target, union(self.value(node.target), self.value(node.value)))
+        elif isinstance(node, cst.Expr) and isinstance(node.value, (cst.ListComp, cst.GeneratorExp)):
+            self._freezing_comprehension(node.value)  # `[p.requires_grad_(False) for p in D.parameters()]`
         elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and self.record is not None:
             # `self.update(batch)`: what it hands over is recorded; its return is not used.
             callee = self.resolve(node.value.func) if self.resolve is not None else None
@@ -287,23 +293,37 @@ class Tracer:
             self.frozen -= self.toggled
             self.toggled = set()
 
-    def _freezing_loop(self, node: cst.For) -> None:
-        """`for p in D.parameters(): p.requires_grad = False`."""
+    def _freezing_loop(self, node: cst.For, outer: Optional[tuple[cst.BaseExpression, cst.BaseExpression]] = None) -> None:
+        """`for p in D.parameters(): p.requires_grad = False`; `outer`: the target and the list
+        of an enclosing loop over modules, which the loop's `net.parameters()` then stands for."""
         it = node.iter
         if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute)
                 and it.func.attr.value in ("parameters", "named_parameters")):
             return
+        net = it.func.value
+        if outer is not None:
+            if not net.deep_equals(outer[0]):
+                return
+            net = outer[1]
         for statement in block_of(node.body):
             for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
                 if (isinstance(small, cst.Assign) and len(small.targets) == 1
                         and isinstance(small.targets[0].target, cst.Attribute)
                         and small.targets[0].target.attr.value == "requires_grad"):
-                    self._freeze([it.func.value], _flag(small.value, None))
+                    self._freeze([net], _flag(small.value, None))
                 elif (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)  # `p.requires_grad_(False)`
                       and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "requires_grad_"
                       and small.value.func.value.deep_equals(node.target)):
                     call = small.value
-                    self._freeze([it.func.value], _flag(call.args[0].value if call.args else None, True))
+                    self._freeze([net], _flag(call.args[0].value if call.args else None, True))
+
+    def _freezing_comprehension(self, node: Union[cst.ListComp, cst.GeneratorExp]) -> None:
+        loop, call = node.for_in, node.elt
+        if (loop.inner_for_in is None and not loop.ifs and isinstance(call, cst.Call)
+                and isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_"
+                and call.func.value.deep_equals(loop.target)):
+            self._freezing_loop(cst.For(target=loop.target, iter=loop.iter, body=cst.IndentedBlock(
+                [cst.SimpleStatementLine([cst.Expr(call)])])))
 
     def _freeze(self, nets: list[cst.BaseExpression], trainable: Optional[bool]) -> None:
         if trainable is None:
