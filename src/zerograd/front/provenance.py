@@ -9,7 +9,8 @@ parameters, or a `set_requires_grad(nets, False)` helper is left out of every ba
 is unfrozen. A value read from outside the scope (a parameter, an attribute, a call of a
 method of ours) may carry anything: it is *opaque*, which never proves that a loss reaches only
 some modules (a parameter holds what every call of its function hands it, where the module's
-calls say: `trace`'s `entry`, scopes.Builder.entry_reaches); but what a loop that calls a backward iterates (a loader handed in) is data, which
+calls say: `trace`'s `entry`, scopes.Builder.entry_reaches);
+but what a loop that calls a backward iterates (a loader handed in) is data, which
 no module made. Branches are read one after the other (a may-analysis: later definitions win),
 unless a call's literal arguments decide them. Calling a module of a class of ours runs its
 `forward`; a method of another object is read in that object's terms (analysis/keys.py `inward`).
