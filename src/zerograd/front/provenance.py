@@ -19,7 +19,7 @@ unless a call's literal arguments decide them. Calling a module of a class of ou
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple, Optional, Union
+from typing import NamedTuple, Optional
 
 import libcst as cst
 
@@ -28,6 +28,7 @@ from ..analysis.model import Reach
 from ..analysis.reach import CLEAN, OPAQUE, coupled, cut, inward_reach, outward_reach, union
 from ..knowledge.frameworks import Valued
 from ..knowledge.values import NEW_TENSOR_METHODS, RECEIVER_ONLY, SCALER_PASS, makes_leaf, runs_only_itself
+from .freezing import Freeze, comprehension_freezes, flag, freezer, loop_freezes
 from .literals import decided, literals_of
 from .naming import block_of, dotted, loss_of, positional, receiver_key, suites
 from .valued import applied
@@ -135,11 +136,11 @@ class Tracer:
                 # module made (issue 45; a collection of the scope's own outputs keeps its reach).
                 batches = CLEAN
             self._bind(node.target, batches)
-            self._freezing_loop(node)
+            self._freezes(loop_freezes(node))
             if isinstance(node.iter, (cst.List, cst.Tuple)):  # `for net in [D_a, D_b]: for p in net.parameters(): ...`
                 for inner in block_of(node.body):
                     if isinstance(inner, cst.For):
-                        self._freezing_loop(inner, (node.target, node.iter))
+                        self._freezes(loop_freezes(inner, (node.target, node.iter)))
             self.block(block_of(node.body))
             self.done = False  # the loop may run no time
             if node.orelse is not None:
@@ -212,7 +213,7 @@ class Tracer:
         """`torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`."""
         name = (self.names.qualify(call.func) or "").rsplit(".", 1)[-1]
         if name == "set_grad_enabled":
-            return bool(call.args) and _flag(call.args[0].value, None) is False
+            return bool(call.args) and flag(call.args[0].value, None) is False
         return name in NO_GRAD
 
     def small(self, node: cst.CSTNode) -> None:
@@ -230,7 +231,7 @@ class Tracer:
         elif isinstance(node, cst.AugAssign):
             self._bind(node.target, union(self.value(node.target), self.value(node.value)))
         elif isinstance(node, cst.Expr) and isinstance(node.value, (cst.ListComp, cst.GeneratorExp)):
-            self._freezing_comprehension(node.value)  # `[p.requires_grad_(False) for p in D.parameters()]`
+            self._freezes(comprehension_freezes(node.value))  # `[p.requires_grad_(False) for p in D.parameters()]`
         elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and self.record is not None:
             # `self.update(batch)`: what it hands over is recorded; its return is not used.
             callee = self.resolve(node.value.func) if self.resolve is not None else None
@@ -262,9 +263,9 @@ class Tracer:
             elif isinstance(func, cst.Attribute) and name in _TOGGLES and call.args:
                 self._toggle(self.key(call.args[0].value), name == _TOGGLES[0])
             elif isinstance(func, cst.Attribute) and name == "requires_grad_":
-                self._freeze([func.value], _flag(call.args[0].value if call.args else None, True))
+                self._freeze([func.value], flag(call.args[0].value if call.args else None, True))
             elif "requires_grad" in name and len(call.args) >= 2:
-                self._freeze([call.args[0].value], _flag(call.args[1].value, None))
+                self._freeze([call.args[0].value], flag(call.args[1].value, None))
             elif isinstance(func, (cst.Name, cst.Attribute)) and self.resolve is not None and call.args:
                 self._helper_freeze(call)
 
@@ -274,12 +275,12 @@ class Tracer:
         callee = self.resolve(call.func) if self.resolve is not None else None
         if callee is None:
             return
-        found = _freezer(callee[0])
+        found = freezer(callee[0])
         bound = _bind(callee[0], call.args, callee[1] is not None) if found is not None else None
         if found is None or bound is None or found[0] not in bound:
             return
-        module, flag = found
-        value = flag if isinstance(flag, bool) else _flag(bound[flag], None) if flag in bound else None
+        module, setting = found
+        value = setting if isinstance(setting, bool) else flag(bound[setting], None) if setting in bound else None
         self._freeze([bound[module]], value)
 
     def _toggle(self, optimizer: str, on: bool) -> None:
@@ -295,37 +296,9 @@ class Tracer:
             self.frozen -= self.toggled
             self.toggled = set()
 
-    def _freezing_loop(self, node: cst.For, outer: Optional[tuple[cst.BaseExpression, cst.BaseExpression]] = None) -> None:
-        """`for p in D.parameters(): p.requires_grad = False`; `outer`: the target and the list
-        of an enclosing loop over modules, which the loop's `net.parameters()` then stands for."""
-        it = node.iter
-        if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute)
-                and it.func.attr.value in ("parameters", "named_parameters")):
-            return
-        net = it.func.value
-        if outer is not None:
-            if not net.deep_equals(outer[0]):
-                return
-            net = outer[1]
-        for statement in block_of(node.body):
-            for small in statement.body if isinstance(statement, cst.SimpleStatementLine) else ():
-                if (isinstance(small, cst.Assign) and len(small.targets) == 1
-                        and isinstance(small.targets[0].target, cst.Attribute)
-                        and small.targets[0].target.attr.value == "requires_grad"):
-                    self._freeze([net], _flag(small.value, None))
-                elif (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call)  # `p.requires_grad_(False)`
-                      and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "requires_grad_"
-                      and small.value.func.value.deep_equals(node.target)):
-                    call = small.value
-                    self._freeze([net], _flag(call.args[0].value if call.args else None, True))
-
-    def _freezing_comprehension(self, node: Union[cst.ListComp, cst.GeneratorExp]) -> None:
-        loop, call = node.for_in, node.elt
-        if (loop.inner_for_in is None and not loop.ifs and isinstance(call, cst.Call)
-                and isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_"
-                and call.func.value.deep_equals(loop.target)):
-            self._freezing_loop(cst.For(target=loop.target, iter=loop.iter, body=cst.IndentedBlock(
-                [cst.SimpleStatementLine([cst.Expr(call)])])))
+    def _freezes(self, found: list[Freeze]) -> None:
+        for net, trainable in found:
+            self._freeze([net], trainable)
 
     def _freeze(self, nets: list[cst.BaseExpression], trainable: Optional[bool]) -> None:
         if trainable is None:
@@ -611,34 +584,6 @@ def _bind(function: cst.FunctionDef, args: Sequence[cst.Arg], method: bool) -> O
     return bound
 
 
-def _freezer(function: cst.FunctionDef) -> Optional[tuple[str, Union[str, bool]]]:
-    """(the module parameter, the flag parameter or a literal) of a function whose body sets
-    `requires_grad` on the parameters of one of its parameters, in a loop of its own statements."""
-    names = set(positional(function))
-    for statement in block_of(function.body):
-        if not isinstance(statement, cst.For):
-            continue
-        it = statement.iter
-        if not (isinstance(it, cst.Call) and isinstance(it.func, cst.Attribute) and it.func.attr.value == "parameters"
-                and isinstance(it.func.value, cst.Name) and it.func.value.value in names):
-            continue
-        for inner in block_of(statement.body):
-            for small in inner.body if isinstance(inner, cst.SimpleStatementLine) else ():
-                value: Optional[cst.BaseExpression] = None
-                if (isinstance(small, cst.Assign) and isinstance(small.targets[0].target, cst.Attribute)
-                        and small.targets[0].target.attr.value == "requires_grad"):
-                    value = small.value
-                elif (isinstance(small, cst.Expr) and isinstance(small.value, cst.Call) and small.value.args
-                      and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "requires_grad_"):
-                    value = small.value.args[0].value
-                if isinstance(value, cst.Name) and value.value in names:
-                    return it.func.value.value, value.value
-                literal = _flag(value, None)
-                if literal is not None:
-                    return it.func.value.value, literal
-    return None
-
-
 def _elements(node: cst.CSTNode) -> list[cst.BaseElement]:
     if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
         return list(node.elements)
@@ -664,15 +609,6 @@ def _trains(body: cst.CSTNode) -> bool:
     """Whether a loop body calls `.backward(` (not in a def or class of its own)."""
     return any(isinstance(call.func, cst.Attribute) and call.func.attr.value in _BACKWARD
                for call in _calls_in(body, (cst.Lambda, cst.FunctionDef, cst.ClassDef)))
-
-
-def _flag(node: Optional[cst.BaseExpression], default: Optional[bool]) -> Optional[bool]:
-    """`True` / `False` as written; `default` when absent; None when computed."""
-    if node is None:
-        return default
-    if isinstance(node, cst.Name) and node.value in ("True", "False"):
-        return node.value == "True"
-    return None
 
 
 def trace(body: Sequence[cst.CSTNode], modules: frozenset[str], key: Key, params: frozenset[str],
