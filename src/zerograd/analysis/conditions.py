@@ -103,6 +103,13 @@ def shift(facts: Facts, effect: BackEffect) -> Facts:
     return frozenset(kept)
 
 
+def forget(facts: Facts, names: frozenset[str]) -> Facts:
+    """The facts that mention none of `names` (a loop's targets, bound anew as it starts)."""
+    kept = frozenset(fact for fact in facts if not any(
+        w in names or w.split(".")[0] in names for w in re.findall(r"[A-Za-z_][A-Za-z_0-9.]*", fact[0])))
+    return facts if len(kept) == len(facts) else kept
+
+
 _CALL = re.compile(r"[\w\])]\s*\(")  # `f(`, `a.b(`, `x[0](`; not a parenthesised part `(i + 1) % k`
 
 

@@ -16,10 +16,10 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import NamedTuple, Optional
 
-from .conditions import Facts, assume, counted, shift
+from .conditions import Facts, assume, counted, forget, shift
 from .graph import ArmEffect, BackEffect, Chain, EnterEffect, ExitEffect, RaiseEffect, Summary
 from .keys import ARGUMENT, HANDED, covers, related, shares, unit_window, unrelated, within
-from .model import Event, Kind, Test
+from .model import Event, Kind, Reach, Test
 
 # Why gradients no step applied passed a step of their optimizer: nothing, a branch not taken, an
 # accumulation condition, a partial window left by a loop, or a jump (`continue`, `return`) that
@@ -153,7 +153,9 @@ EMPTY: Held = frozenset()
 # --- what one node and one edge do ---------------------------------------------------------
 
 
-def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str]]) -> State:
+def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str]],
+             trained: frozenset[str] = frozenset()) -> State:
+    """`trained`: the optimizers the scope steps."""
     kind = event.kind
     if target.endswith(HANDED) and kind is not Kind.BACKWARD and event.target != target:
         return _handed(event, s, target, links)
@@ -162,6 +164,10 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind is Kind.CLEAR and event.target is not None and event.target != target and event.target.endswith(HANDED):
         return s  # a local module's own clear after its hand-over
     if kind is Kind.BACKWARD:
+        if _misses(event.reach, target, links, trained):
+            # The loss reaches none of this optimizer's parameters: their .grad is as it was (a
+            # discriminator's loss accumulated across batches is nothing the generator's clear loses).
+            return s._replace(removed=_refilled(s.removed))
         # Earlier gradients keep the guard they passed: another loss's backward (a GAN's) does
         # not undo a skipped step.
         return State(_added(s.held, event if event.reach is not None else None), _refilled(s.removed), s.facts)
@@ -241,6 +247,18 @@ def _same_sets(other: str, target: str, links: dict[str, frozenset[str]]) -> boo
 def _applied_by(held: Held, other: str) -> Held:
     return frozenset(c if c.applied else Grad(c.part, True, TWICE, c.backward if _named(c) else None, c.first or other)
                      for c in held)
+
+
+def _misses(reach: Optional[Reach], target: str, links: dict[str, frozenset[str]], trained: frozenset[str]) -> bool:
+    """A loss that is other optimizers' only: traced to known modules (nothing read from outside
+    the scope), each held by another optimizer the scope steps (`trained`), none within or
+    around one this optimizer holds. A module no such optimizer holds may be this one's under
+    another name (`model` for `self.model`), or another class's (a module's keys are its words)."""
+    held = links.get(target)
+    if reach is None or reach.opaque or not reach.modules or not held:
+        return False
+    others = [links[other] for other in trained if other != target and links.get(other)]
+    return all(not related(m, held) and any(related(m, theirs) for theirs in others) for m in reach.modules)
 
 
 def _disjoint(other: str, target: str, links: dict[str, frozenset[str]]) -> bool:
@@ -355,8 +373,12 @@ def _reapplied(held: Held) -> Held:
 
 @lru_cache(maxsize=CACHED)
 def _held_back(held: Held, guard: int, counter: Optional[str]) -> Held:
-    """The unapplied gradients passed a step for this reason (the latest says why)."""
-    return frozenset(c._replace(hold=guard, counter=counter) if not c.applied else c for c in held)
+    """The unapplied gradients passed a step for this reason (the latest says why). A loop's
+    partial window, dropped on purpose, stays one past a later accumulation test: the remainder
+    a flush after the loop leaves (`if len(loader) % k:`), or what the first test of the loop's
+    next run sees (`if i % k == 0: opt.zero_grad()` inside an epoch loop)."""
+    return frozenset(c._replace(hold=guard, counter=counter)
+                     if not c.applied and not (guard == ACCUM_GUARD and c.hold == PARTIAL_WINDOW) else c for c in held)
 
 
 @lru_cache(maxsize=CACHED)
@@ -388,7 +410,11 @@ def relink(held: Held, site: int) -> Held:
 
 def cross(effect: object, s: State, target: str) -> Optional[State]:
     if isinstance(effect, EnterEffect):
-        if s.read.guard != NO_GUARD or not s.pending:
+        if effect.targets and s.facts:
+            s = s._replace(facts=forget(s.facts, effect.targets))
+        if effect.starts:
+            s = s._replace(facts=s.facts | {(key, 0, True) for key in effect.starts})
+        if not effect.held or s.read.guard != NO_GUARD or not s.pending:
             return s  # a window held back on purpose (accumulation, a partial window) is no leak
         return s._replace(held=_entered(s.held))
     if isinstance(effect, ArmEffect):

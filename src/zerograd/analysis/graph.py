@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from .keys import INVARIANT, covers, shares, size_key, unit_window, unrelated
-from .model import Branch, Call, Event, Function, Jump, Kind, Loop, Node, Seq, Test, Try, children
+from .keys import INVARIANT, counter_of, covers, shares, size_key, unit_window, unrelated
+from .model import Branch, Call, Event, Function, Jump, Kind, Loop, Node, Seq, Test, Try, children, nodes_of
 
 # A scope whose graph would pass this many nodes is not analysed; it gets a ZG901 that says so
 # (engine.py), never silence. A training step at module level is about 6 nodes, so this is some
@@ -62,7 +62,13 @@ class RaiseEffect:
 
 @dataclass(frozen=True)
 class EnterEffect:
-    """Entering a loop from before it: what .grad holds then was made outside the loop."""
+    """Entering a loop from before it: what .grad holds then was made outside the loop (when
+    `held`: the body backpropagates and steps), and the loop's targets start again (what an
+    earlier run of the loop left known of `i` says nothing of the new run's first `i`)."""
+
+    targets: frozenset[str] = frozenset()
+    held: bool = True
+    starts: frozenset[str] = frozenset()  # phase keys of the tests at 0 in the first turn ("mod:i%k")
 
 
 @dataclass
@@ -333,7 +339,8 @@ class Graph:
         # A loop that only clears or steps (`for opt in optimizers: opt.zero_grad()`) runs over a
         # collection that is not empty: it is entered at its body, never skipped.
         self.edge(at, first if node.collection and (not inner.backward or node.closure) else head,
-                  EnterEffect() if inner.backward and inner.steps else None)
+                  EnterEffect(node.targets, inner.backward and bool(inner.steps), _phases(node))
+                  if inner.backward and inner.steps or node.targets else None)
         self.edge(head, first)
         micro = inner.backward and not inner.steps
         back = BackEffect(node.moves | node.targets, micro=micro, closure=node.closure,
@@ -465,3 +472,12 @@ def _tested_twice(body: Seq, cache: dict[int, Summary], of_call: CallSummary) ->
     windows = {key: size for key in seen if (size := size_key(key)) is not None}
     paired = set(knobs.values()) & set(windows.values())
     return frozenset(twice | {key for key, size in (*knobs.items(), *windows.items()) if size in paired})
+
+
+def _phases(loop: Loop) -> frozenset[str]:
+    """The phase keys of the tests in `loop`'s body on a target that is 0 in its first turn: a
+    new run starts at phase 0 (`if i % k == 0: opt.zero_grad()` clears on its first turn)."""
+    if not loop.starts:
+        return frozenset()
+    return frozenset(node.test.key for node in nodes_of(loop.body) if isinstance(node, Branch) and node.test is not None
+                     and node.test.key is not None and counter_of(node.test.key) in loop.starts)

@@ -99,6 +99,7 @@ class Loop:
     collection: bool = False  # a `for` loop over a collection that is never empty
     moves: frozenset[str] = frozenset()  # names assigned in the body or header: facts on them change
     closure: bool = False  # `step(closure)` evaluating the closure one or more times
+    starts: frozenset[str] = frozenset()  # targets that are 0 in the first turn (`enumerate`, `range(n)`)
 
 
 @dataclass(frozen=True)

@@ -78,6 +78,7 @@ class Analyzer:
     def __init__(self, program: Program) -> None:
         self.program = program
         self.graphs: dict[tuple[int, bool, Funcs], Graph] = {}
+        self._trained: dict[int, frozenset[str]] = {}
         self.memo: dict[tuple[int, str, State, Funcs], Outcome] = {}
         self.active: set[tuple[int, str, State, Funcs]] = set()
         self.statics: dict[tuple[int, Funcs], Summary] = {}
@@ -176,6 +177,14 @@ class Analyzer:
 
     # --- the tabulated dataflow -------------------------------------------------------------
 
+    def trained(self, fid: int) -> frozenset[str]:
+        """The optimizers the scope's own statements step."""
+        if fid not in self._trained:
+            body = self.program.functions[fid].body
+            self._trained[fid] = frozenset(e.target for e in nodes_of(body)
+                                           if isinstance(e, Event) and e.kind is Kind.STEP and e.target)
+        return self._trained[fid]
+
     def graph(self, fid: int, repeat: bool, funcs: Funcs) -> Graph:
         key = (fid, repeat, funcs)
         if key not in self.graphs:
@@ -195,6 +204,7 @@ class Analyzer:
         outcome = Outcome()
         joins = _Joins() if self.coarse else None
         links = self.program.links_of(fid)
+        trained = self.trained(fid)
         while work:
             self.work += 1
             if self.work > self.budget:
@@ -206,7 +216,7 @@ class Analyzer:
                 # "a clear on every path" is a property of the whole set, not of one state.
                 if item.kind is Kind.STEP and item.target == target:
                     outcome.steps.setdefault((item.site,), (item, set()))[1].add(state)
-                outs = [transfer(item, state, target, links)]
+                outs = [transfer(item, state, target, links, trained)]
             elif isinstance(item, Call):
                 outs = self.apply(item, state, target, funcs, outcome)
             else:

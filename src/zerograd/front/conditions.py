@@ -315,7 +315,7 @@ def peeled_counter(node: cst.For) -> Optional[str]:
     """The counter of `for i, x in enumerate(...)` or `for i in range(n)` (both from 0) when the
     body tests `i == 0` and has no `break` or `continue` of its own (the first turn, built
     outside the loop, has nowhere to jump)."""
-    counter = _counter_from_zero(node.target, node.iter)
+    counter = counter_from_zero(node)
     if counter is None:
         return None
     found = False
@@ -326,7 +326,9 @@ def peeled_counter(node: cst.For) -> Optional[str]:
     return counter if found else None
 
 
-def _counter_from_zero(target: cst.BaseExpression, iterator: cst.BaseExpression) -> Optional[str]:
+def counter_from_zero(node: cst.For) -> Optional[str]:
+    """`i` of `for i, x in enumerate(...)` or `for i in range(n)`: 0 in the loop's first turn."""
+    target, iterator = node.target, node.iter
     if not isinstance(iterator, cst.Call) or not isinstance(iterator.func, cst.Name) or not iterator.args:
         return None
     args = iterator.args

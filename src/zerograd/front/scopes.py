@@ -23,6 +23,7 @@ from .conditions import (
     PURE,
     classify,
     classify_flag,
+    counter_from_zero,
     first_turn,
     given_of,
     literal_flags,
@@ -409,7 +410,10 @@ class Builder(Receivers, Windows):
         body = self.block(body_nodes, replace(inner, first=(counter, False)) if counter else inner)
         moves = self.shared((inner.moves or frozenset()) | targets)
         head = [] if isinstance(node, cst.For) else self.expression_events(node.test, ctx)
-        loop = Loop(body, self.sites.site(node), infinite, targets, orelse, isinstance(node, cst.For), moves)
+        # Peeled, the loop is entered at its second turn.
+        start = counter_from_zero(node) if isinstance(node, cst.For) and counter is None else None
+        loop = Loop(body, self.sites.site(node), infinite, targets, orelse, isinstance(node, cst.For), moves,
+                    starts=frozenset((start,)) if start else frozenset())
         if counter is not None:
             # `if i == 0:` runs in the first turn only (a clear on the first micro-batch): the
             # first turn is built apart, before the loop over the others; the loop may be empty.

@@ -46,9 +46,12 @@ class Windows(Calls):
     def _resets(self, body: Sequence[cst.CSTNode], ctx: Context) -> bool:
         """Some statement of `body` sets to an int literal a counter: a name the function
         increments and compares in a test (`micro += 1`, `if micro == accum:`), not a running sum,
-        or a stepped or wrapping counter (`self.step = 0` beside the end of an epoch's flush)."""
+        or a stepped or wrapping counter (`self.step = 0` beside the end of an epoch's flush), or
+        an attribute another method counts up by an int (`self.count = 0` in `on_epoch_end`
+        beside the clear that drops a partial window of `train_step`'s `self.count += 1`)."""
         facts = self._facts(ctx)
-        counters = facts.increments & facts.compared | self._counters(ctx)
+        known = self.info.counters
+        counters = facts.increments & facts.compared | self._counters(ctx) | (known.stepping - known.spoilt)
         return _reset(body, counters, literal=True) is not None
 
     def _window_counter(self, node: cst.If, body: Seq, ctx: Context) -> Optional[str]:
