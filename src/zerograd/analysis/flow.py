@@ -51,6 +51,9 @@ class Grad(NamedTuple):
     # Applied: the clear it was kept from, skipped by an accumulation condition (() : another guard).
     kept: Optional[Chain] = None
     carried: bool = False  # applied, and carried round a loop's back edge since
+    # From a loss of unknown reach (it reads values from outside the scope) whose known modules
+    # are none of this optimizer's: it may have reached them, which proves nothing.
+    weak: bool = False
 
 
 class Removal(NamedTuple):
@@ -98,6 +101,10 @@ class Reading(NamedTuple):
     window: Window  # the backwards (with reach) in .grad, each with who stepped first after it
     twice: Optional[str]  # all that is stale was applied by this other optimizer over the same parameters
     recent: bool  # all that is stale was applied in this pass (no back edge since its step)
+    # Some unapplied gradient held back by the latest guard may be this optimizer's own loss's:
+    # not all are weak ones another optimizer stepped first on (REDQ's Q-ensemble loss, pending
+    # past the policy's delayed update, is no window of the entropy optimizer's).
+    owned: bool
 
 
 class State(NamedTuple):
@@ -143,7 +150,8 @@ def _read(held: Held) -> Reading:
     twice = min(c.first for c in applied) if applied and all(c.origin == TWICE for c in applied) else None
     return Reading(bool(applied), bool(unapplied), {BEFORE, HERE} <= origins, guard, counter,
                    bool(unapplied) and all(c.first for c in unapplied), skip, window, twice,
-                   bool(applied) and not any(c.carried for c in applied))
+                   bool(applied) and not any(c.carried for c in applied),
+                   any(c.hold == guard and not (c.first and c.weak) for c in unapplied))
 
 
 START = State(frozenset(), None, frozenset())
@@ -170,7 +178,8 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
             return s._replace(removed=_refilled(s.removed))
         # Earlier gradients keep the guard they passed: another loss's backward (a GAN's) does
         # not undo a skipped step.
-        return State(_added(s.held, event if event.reach is not None else None), _refilled(s.removed), s.facts)
+        return State(_added(s.held, event if event.reach is not None else None, _weak(event.reach, links.get(target))),
+                     _refilled(s.removed), s.facts)
     if kind is Kind.STEP and event.target == target:
         if s.clean and not s.held:  # a warm-up step after a clear applies nothing, leaves nothing
             return s._replace(removed=None)
@@ -273,7 +282,8 @@ def _cleared(s: State, chain: Chain, zeroes: bool, restarts: bool) -> State:
     read = s.read
     removed = s.removed
     if read.pending:
-        removed = _removal(chain, read.guard, zeroes, restarts)
+        # By the manifest rule a loss of unknown reach proves no window lost (read.owned).
+        removed = _removal(chain, read.guard, zeroes, restarts or not read.owned)
     elif removed is not None and removed.maybe is not None:  # what a possible clear may have left
         removed = _removal(chain, removed.maybe, zeroes, restarts) or removed._replace(maybe=None)
     return State(EMPTY, removed, s.facts, True)
@@ -291,8 +301,13 @@ def _maybe_cleared(s: State) -> State:
 
 
 @lru_cache(maxsize=CACHED)
-def _added(held: Held, backward: Optional[Event]) -> Held:
-    return held | {Grad(ALL, False, HERE, backward)}
+def _added(held: Held, backward: Optional[Event], weak: bool = False) -> Held:
+    return held | {Grad(ALL, False, HERE, backward, weak=weak)}
+
+
+def _weak(reach: Optional[Reach], held: Optional[frozenset[str]]) -> bool:
+    return reach is not None and reach.opaque and bool(held) and not any(related(m, held or frozenset())
+                                                                          for m in reach.modules)
 
 
 @lru_cache(maxsize=CACHED)

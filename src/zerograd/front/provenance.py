@@ -19,7 +19,7 @@ unless a call's literal arguments decide them. Calling a module of a class of ou
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Union
 
 import libcst as cst
 
@@ -114,6 +114,9 @@ class Tracer:
         self.record: Optional[list[Call]] = None  # the calls of ours the scope makes (entry reach)
         self.optimizers: Mapping[str, frozenset[str]] = {}  # what each optimizer holds (a toggle's)
         self.toggled: set[str] = set()  # what the last `toggle_optimizer` froze
+        # Names a loop or a comprehension binds to the entries of a collection (`for q in
+        # self.q_nets` -> "self.q_nets[*]"): calling one calls an entry, which may be a module.
+        self.entries: dict[str, str] = {}
 
     # --- statements -------------------------------------------------------------------------
 
@@ -136,6 +139,7 @@ class Tracer:
                 # module made (issue 45; a collection of the scope's own outputs keeps its reach).
                 batches = CLEAN
             self._bind(node.target, batches)
+            self._entry(node.target, node.iter)
             self._freezes(loop_freezes(node))
             if isinstance(node.iter, (cst.List, cst.Tuple)):  # `for net in [D_a, D_b]: for p in net.parameters(): ...`
                 for inner in block_of(node.body):
@@ -246,6 +250,8 @@ class Tracer:
                 self._bind(element.value, value)
         elif isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)):
             self.env[self.key(target)] = value
+            if isinstance(target, cst.Name):
+                self.entries.pop(target.value, None)
         elif isinstance(target, cst.StarredElement):
             self._bind(target.value, value)
 
@@ -316,7 +322,34 @@ class Tracer:
     def _forms(self, node: cst.BaseExpression) -> set[str]:
         """A module as written and as its alias stands for (`netd = self.netd`): an optimizer's
         link names it as its constructor's argument was written."""
-        return {self.key(node), receiver_key(node)}
+        forms = {self.key(node), receiver_key(node)}
+        entry = self.entries.get(node.value) if isinstance(node, cst.Name) else None
+        return forms | {entry} if entry is not None else forms
+
+    def _entry(self, target: cst.BaseExpression, iterable: cst.BaseExpression) -> None:
+        if isinstance(target, cst.Name):
+            if isinstance(iterable, (cst.Name, cst.Attribute)):
+                self.entries[target.value] = self.key(iterable) + "[*]"
+            else:
+                self.entries.pop(target.value, None)
+
+    def _comprehension(self, node: Union[cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp]) -> Reach:
+        """`[q(x) for q in self.q_nets]`: the targets hold what the iterable holds, each an entry
+        of it, for the element only (a comprehension is a scope of its own)."""
+        saved_env, saved_entries = dict(self.env), dict(self.entries)
+        parts = []
+        clause: Optional[cst.CompFor] = node.for_in
+        while clause is not None:
+            parts.append(self.value(clause.iter))
+            self._bind(clause.target, parts[-1])
+            self._entry(clause.target, clause.iter)
+            clause = clause.inner_for_in
+        if isinstance(node, cst.DictComp):
+            parts += [self.value(node.key), self.value(node.value)]
+        else:
+            parts.append(self.value(node.elt))
+        self.env, self.entries = saved_env, saved_entries
+        return union(CLEAN, *parts)
 
     def _unfrozen(self, value: Reach) -> Reach:
         if not self.frozen:
@@ -351,6 +384,8 @@ class Tracer:
             return self._call(node)
         if isinstance(node, (cst.Lambda, cst.BaseString, cst.Integer, cst.Float, cst.Imaginary, cst.Ellipsis)):
             return CLEAN
+        if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+            return self._comprehension(node)
         parts = [self.value(child) for child in node.children if isinstance(child, cst.BaseExpression)]
         parts += [self.value(e.value) for e in _elements(node)]
         if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, _SUMS):
@@ -400,8 +435,9 @@ class Tracer:
         if summary is not None:
             return summary
         if isinstance(func, cst.Name):
-            # A function of ours may run any module; a library's (a loss, torch.cat) mixes its arguments.
-            return coupled(OPAQUE if func.value in self.ours else CLEAN, *args)
+            # A function of ours may run any module, and so may an entry of a collection; a
+            # library's (a loss, torch.cat) mixes its arguments.
+            return coupled(OPAQUE if func.value in self.ours or func.value in self.entries else CLEAN, *args)
         if runs_only_itself(self.instances.get(self.key(func), "")):
             return coupled(CLEAN, *args)  # `self.bce(d_out, y)`: a torch.nn loss or layer of the object
         return coupled(self.value(func.value) if isinstance(func, cst.Attribute) else OPAQUE, *args)
