@@ -28,7 +28,7 @@ from ..analysis.model import Reach
 from ..analysis.reach import CLEAN, OPAQUE, coupled, cut, inward_reach, outward_reach, union
 from ..knowledge.frameworks import Valued
 from ..knowledge.values import NEW_TENSOR_METHODS, RECEIVER_ONLY, SCALER_PASS, makes_leaf, runs_only_itself
-from .freezing import Freeze, comprehension_freezes, flag, freezer, loop_freezes
+from .freezing import Freeze, comprehension_freezes, flag, freezer, gathered_freezes, loop_freezes
 from .literals import decided, literals_of
 from .naming import block_of, dotted, loss_of, positional, receiver_key, suites
 from .valued import applied
@@ -77,6 +77,12 @@ class Names(NamedTuple):
     plain: Callable[[Optional[cst.FunctionDef]], frozenset[str]]
     # What a function of another module of the project returns (Outside.value, valued.py).
     exported: Callable[[str], Optional[Valued]] = lambda qualified: None
+    # A context manager class of ours (as called) that freezes what its constructor is handed:
+    # its constructor, the parameter, and whether it is trainable inside (freezing.context_freezer).
+    contexts: Callable[[str], Optional[tuple[cst.FunctionDef, str, bool]]] = lambda name: None
+    # Its attributes assigned one list of names and nothing else (`self.model_modules =
+    # [self.encoder, self.decoder]`): what freezing the list freezes.
+    lists: Callable[[Optional[cst.FunctionDef]], dict[str, cst.List]] = lambda function: {}
 
 
 class Tracer:
@@ -94,6 +100,7 @@ class Tracer:
         self.instances = names.instances(function)
         self.callables = names.callables(function)
         self.plain = names.plain(function)
+        self.function = function
         # The held sets that are tensors of their own: read on every name's value, usually none.
         self.tensors = [m for m in modules if m in names.tensors]
         self.resolve = resolve
@@ -117,6 +124,9 @@ class Tracer:
         # Names a loop or a comprehension binds to the entries of a collection (`for q in
         # self.q_nets` -> "self.q_nets[*]"): calling one calls an entry, which may be a module.
         self.entries: dict[str, str] = {}
+        # Local names bound to the parameters of modules, unfiltered (`q_params =
+        # list(critic.parameters())`): a loop over one that sets `requires_grad` freezes them.
+        self.gathered: dict[str, cst.BaseExpression] = {}
 
     # --- statements -------------------------------------------------------------------------
 
@@ -141,6 +151,8 @@ class Tracer:
             self._bind(node.target, batches)
             self._entry(node.target, node.iter)
             self._freezes(loop_freezes(node))
+            if isinstance(node.iter, cst.Name) and node.iter.value in self.gathered:
+                self._freezes(gathered_freezes(node, self.gathered[node.iter.value]))
             if isinstance(node.iter, (cst.List, cst.Tuple)):  # `for net in [D_a, D_b]: for p in net.parameters(): ...`
                 for inner in block_of(node.body):
                     if isinstance(inner, cst.For):
@@ -199,6 +211,7 @@ class Tracer:
     def _with(self, node: cst.With) -> None:
         saved = self.cutting
         toggled = None
+        frozen: set[str] = set()
         for item in node.items:
             call = item.item
             if isinstance(call, cst.Call) and self._no_grad(call):
@@ -208,10 +221,23 @@ class Tracer:
                 self._toggle(toggled, True)
             elif item.asname is not None:
                 self._bind(item.asname.name, self.value(call))
+            elif isinstance(call, cst.Call):
+                frozen |= self._context_freeze(call)
         self.block(block_of(node.body))
         self.cutting = saved
         if toggled is not None:
             self._toggle(toggled, False)
+        self.frozen -= frozen  # its `__exit__` lets them train again
+
+    def _context_freeze(self, call: cst.Call) -> set[str]:
+        """`with FreezeParameters([critic]):` (Names.contexts): what the block newly freezes."""
+        found = self.names.contexts(dotted(call.func) or "")
+        bound = _bind(found[0], call.args, True) if found is not None else None
+        if found is None or bound is None or found[1] not in bound or found[2]:
+            return set()
+        before = set(self.frozen)
+        self._freeze([bound[found[1]]], False)
+        return self.frozen - before
 
     def _no_grad(self, call: cst.Call) -> bool:
         """`torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`."""
@@ -230,6 +256,8 @@ class Tracer:
             value = self.value(node.value)
             for target in node.targets:
                 self._bind(target.target, value)
+                if isinstance(target.target, cst.Name) and _gathers(node.value):
+                    self.gathered[target.target.value] = node.value
         elif isinstance(node, cst.AnnAssign) and node.value is not None:
             self._bind(node.target, self.value(node.value))
         elif isinstance(node, cst.AugAssign):
@@ -252,6 +280,7 @@ class Tracer:
             self.env[self.key(target)] = value
             if isinstance(target, cst.Name):
                 self.entries.pop(target.value, None)
+                self.gathered.pop(target.value, None)
         elif isinstance(target, cst.StarredElement):
             self._bind(target.value, value)
 
@@ -312,6 +341,13 @@ class Tracer:
         for net in nets:
             if isinstance(net, (cst.List, cst.Tuple)):
                 self._freeze([e.value for e in net.elements], trainable)
+                continue
+            if isinstance(net, cst.BinaryOperation) and isinstance(net.operator, cst.Add):  # `modules + [value]`
+                self._freeze([net.left, net.right], trainable)
+                continue
+            listed = self.names.lists(self.function).get(self.key(net)) if isinstance(net, cst.Attribute) else None
+            if listed is not None:
+                self._freeze([listed], trainable)
                 continue
             for module in self._forms(net):
                 if trainable:
@@ -425,7 +461,9 @@ class Tracer:
             # be any entry an optimizer holds (`nets[0](x)` is that entry).
             called |= {m for c in forms if c.endswith("[*]") for m in self.modules if m.startswith(c[:-2] + "[")}
             if called:
-                return self._module_call(node, args, called)
+                # Frozen when called, a module records no graph for its parameters (the backward
+                # may come after the freeze's block ends: `with FreezeParameters([critic]):`).
+                return self._unfrozen(self._module_call(node, args, called))
         library = self._library(node)
         if library is not None:
             return library
@@ -433,7 +471,7 @@ class Tracer:
         if summary is None and isinstance(func, (cst.Name, cst.Attribute)):
             summary = self._exported(node, args)
         if summary is not None:
-            return summary
+            return self._unfrozen(summary)  # the modules it calls record no graph while frozen here
         if isinstance(func, cst.Name):
             # A function of ours may run any module, and so may an entry of a collection; a
             # library's (a loss, torch.cat) mixes its arguments.
@@ -662,3 +700,20 @@ def trace(body: Sequence[cst.CSTNode], modules: frozenset[str], key: Key, params
     tracer.optimizers = optimizers or {}
     tracer.block(body)
     return tracer.found
+
+
+def _gathers(value: cst.BaseExpression) -> bool:
+    """A list of every parameter of modules (`list(critic.parameters())`, `list(chain(q1.parameters(),
+    q2.parameters()))`, sums of such): no comprehension (a filter keeps a part), and no bare
+    generator (`critic.parameters()` or `chain(...)`, used up by the optimizer built over it)."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+        return _gathers(value.left) and _gathers(value.right)
+    return (isinstance(value, cst.Call) and dotted(value.func) in ("list", "tuple") and len(value.args) == 1
+            and not value.args[0].star and _parameters(value.args[0].value))
+
+
+def _parameters(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "parameters":
+        return True
+    return (isinstance(value, cst.Call) and (dotted(value.func) or "").rsplit(".", 1)[-1] == "chain" and bool(value.args)
+            and all(not a.star and _parameters(a.value) for a in value.args))

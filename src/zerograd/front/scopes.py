@@ -34,12 +34,14 @@ from .conditions import (
 )
 from .counters import stepped_counters
 from .exceptions import catches_torch
+from .freezing import context_freezer
 from .moduleinfo import ModuleInfo
 from .naming import (
     assigned_names,
     block_of,
     bound_names,
     collection_key,
+    dotted,
     element_name,
     loss_of,
     statements_of,
@@ -170,7 +172,16 @@ class Builder(Receivers, Windows):
     def _names(self) -> Names:
         table = self.info.table
         return Names(self.info.qualify, self.info.aliases.__contains__, table.is_scaler, table.tensors, self._instances,
-                     self._callables, self._plain, self.exported)
+                     self._callables, self._plain, self.exported, self._context, self._lists)
+
+    def _context(self, name: str) -> Optional[tuple[cst.FunctionDef, str, bool]]:
+        """A class of this module used as a context manager that freezes what it is handed."""
+        cls = self.info.classes.get(name)
+        if cls is None:
+            return None
+        init, enter = self.info.method(cls, "__init__"), self.info.method(cls, "__enter__")
+        found = context_freezer(init, enter)
+        return (init, *found) if init is not None and found is not None else None
 
     def _instances(self, function: Optional[cst.FunctionDef]) -> dict[str, str]:
         """`self.X` -> the class it was built from, in the class of method `function` and its bases;
@@ -191,6 +202,30 @@ class Builder(Receivers, Windows):
             return {}
         return {key: name for info in reversed(self.info.lineage(facts.cls)) for key, name in info.callables.items()
                 if name is not None}
+
+    def _lists(self, function: Optional[cst.FunctionDef]) -> dict[str, cst.List]:
+        """The attributes of method `function`'s object that its class (and bases) assign one list
+        of names (`self.model_modules = [self.encoder, self.decoder]`) and nothing else."""
+        facts = self.info.facts.get(id(function)) if function is not None else None
+        if facts is None or facts.cls is None:
+            return {}
+        found: dict[str, cst.List] = {}
+        spoilt: set[str] = set()
+        for info in self.info.lineage(facts.cls):
+            for method in info.methods.values():
+                for small in statements_of(block_of(method.body)):
+                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
+                    for target in targets:
+                        key = dotted(target) or ""
+                        value = small.value if isinstance(small, cst.Assign) else None
+                        if not key.startswith("self."):
+                            continue
+                        if isinstance(value, cst.List) and all(dotted(e.value) for e in value.elements) \
+                                and key not in found and len(targets) == 1:
+                            found[key] = value
+                        else:
+                            spoilt.add(key)
+        return {key: value for key, value in found.items() if key not in spoilt}
 
     def _plain(self, function: Optional[cst.FunctionDef]) -> frozenset[str]:
         """The attributes of method `function`'s object that hold no graph (plain.py)."""
