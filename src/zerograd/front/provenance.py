@@ -52,13 +52,15 @@ DEPTH = 4  # calls followed into, one inside another: deeper ones are opaque
 SUMMARIES = 256  # distinct (function, arguments) traced in a module, plus 4 per function
 # A summary's key: the function, what its arguments reach, the modules handed over, the
 # caller's values of the object's fields, the held modules as it names them, the literal arguments.
-Summaries = dict[tuple[int, tuple[Reach, ...], tuple[tuple[str, str], ...], tuple[tuple[str, Reach], ...],
-                       frozenset[str], tuple[tuple[str, object], ...]], Reach]
+Summary = tuple[int, tuple[Reach, ...], tuple[tuple[str, str], ...], tuple[tuple[str, Reach], ...],
+                frozenset[str], tuple[tuple[str, object], ...]]
+Summaries = dict[Summary, Reach]
 # A call of a function of this module, as a scope's own trace reads it: the function's id, what
 # each argument reaches per parameter it binds (in the callee's terms), the parameters handed a
 # module (named, not valued).
 Call = tuple[int, dict[str, Reach], frozenset[str]]
 _WHOLE = frozenset({"self"})
+FROZEN = "*frozen"  # a recorded call's entry: the modules frozen at the call (Reach.modules)
 _SUMS = (cst.Add, cst.Subtract)  # operators whose operands' gradients are independent
 
 
@@ -124,6 +126,8 @@ class Tracer:
         # Names a loop or a comprehension binds to the entries of a collection (`for q in
         # self.q_nets` -> "self.q_nets[*]"): calling one calls an entry, which may be a module.
         self.entries: dict[str, str] = {}
+        # Per summary (as `summaries` keys them), what the method left in `self.X`.
+        self.effects: dict[Summary, tuple[tuple[str, Reach], ...]] = {}
         # Local names bound to the parameters of modules, unfiltered (`q_params =
         # list(critic.parameters())`): a loop over one that sets `requires_grad` freezes them.
         self.gathered: dict[str, cst.BaseExpression] = {}
@@ -264,11 +268,13 @@ class Tracer:
             self._bind(node.target, union(self.value(node.target), self.value(node.value)))
         elif isinstance(node, cst.Expr) and isinstance(node.value, (cst.ListComp, cst.GeneratorExp)):
             self._freezes(comprehension_freezes(node.value))  # `[p.requires_grad_(False) for p in D.parameters()]`
-        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and self.record is not None:
-            # `self.update(batch)`: what it hands over is recorded; its return is not used.
+        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
+            # `self.update(batch)`: what it hands over is recorded; its return is not used, but
+            # what a method of the object leaves in its attributes is (`self.forward()`).
             callee = self.resolve(node.value.func) if self.resolve is not None else None
-            if callee is not None:
-                self._summary(node.value, [self.value(a.value) for a in node.value.args], callee, follow=False)
+            if callee is not None and (self.record is not None or callee[1] == "self"):
+                self._summary(node.value, [self.value(a.value) for a in node.value.args], callee,
+                              follow=callee[1] == "self")
 
     def _bind(self, target: cst.BaseExpression, value: Reach) -> None:
         if self.cutting:
@@ -311,7 +317,7 @@ class Tracer:
         if callee is None:
             return
         found = freezer(callee[0])
-        bound = _bind(callee[0], call.args, callee[1] is not None) if found is not None else None
+        bound = _bind(callee[0], call.args, _method(callee[0], callee[1])) if found is not None else None
         if found is None or bound is None or found[0] not in bound:
             return
         module, setting = found
@@ -564,7 +570,7 @@ class Tracer:
         if callee is None or any(arg.star for arg in node.args):
             return None
         function, receiver, resolve = callee
-        bound = _bind(function, node.args, receiver is not None)
+        bound = _bind(function, node.args, _method(function, receiver))
         if bound is None:
             return None
         # A module handed over (`adversarial(D, fake)`) is that module where the callee calls it.
@@ -573,7 +579,7 @@ class Tracer:
         # What the caller assigned to the object's attributes before the call is what the method
         # reads of `self` (`self.fake = self.G(z)`, then `self.d_loss(real)` reading `self.fake`).
         fields = tuple(sorted(self._fields(receiver).items()))
-        literals = literals_of(function, bound, receiver is not None)
+        literals = literals_of(function, bound, _method(function, receiver))
         modules = self.modules
         if receiver not in (None, "self"):
             # In a method of another object, `self` is the receiver: every key moves to its terms
@@ -584,19 +590,26 @@ class Tracer:
             inside = any(within(receiver, m) for m in modules)  # the whole object is held (`self`)
             modules = frozenset(inward(m, receiver) for m in modules) | (_WHOLE if inside else frozenset())
         if self.record is not None:
-            self.record.append((id(function), {param: reach for param, reach in zip(bound, args) if param not in handed},
-                                frozenset(handed)))
+            recorded = {param: reach for param, reach in zip(bound, args) if param not in handed}
+            if receiver == "self":  # and what the object's attributes hold at the call (`self.fake`)
+                recorded.update(fields)
+                recorded[FROZEN] = Reach(frozenset(self.frozen), frozenset(), False)  # and what is frozen
+            self.record.append((id(function), recorded, frozenset(handed)))
         if not follow:
             return None
         memo = (id(function), tuple(args), tuple(sorted(handed.items())), fields, modules,
                 tuple(sorted(literals.items())))
         found = self.summaries.get(memo)
-        if found is None:
+        if found is None or (receiver == "self" and memo not in self.effects and found is not OPAQUE):
             if len(self.summaries) >= self.limit:
                 return None  # calls into a large web of functions: the module's cost stays linear
             self.summaries[memo] = OPAQUE  # while it is computed: a call back into it is opaque
             found = self.summaries[memo] = self._traced(function, resolve, bound, args, handed, dict(fields),
-                                                        modules, literals)
+                                                        modules, literals, memo)
+        if receiver == "self":
+            # What the method leaves in the object's attributes is what the caller reads next
+            # (`self.forward()` setting `self.fake_B`, then `self.backward_D()`).
+            self.env.update(self.effects.get(memo, ()))
         return found if receiver in (None, "self") else outward_reach(found, receiver)
 
     def _fields(self, receiver: Optional[str]) -> dict[str, Reach]:
@@ -608,7 +621,7 @@ class Tracer:
 
     def _traced(self, function: cst.FunctionDef, resolve: Resolver, bound: dict[str, cst.BaseExpression],
                 args: list[Reach], handed: dict[str, str], fields: dict[str, Reach], modules: frozenset[str],
-                literals: dict[str, object]) -> Reach:
+                literals: dict[str, object], memo: Summary) -> Reach:
         params = frozenset(p.name.value for p in (*function.params.posonly_params, *function.params.params,
                                                    *function.params.kwonly_params))
 
@@ -625,7 +638,10 @@ class Tracer:
         inner.env.update((p.name.value, CLEAN) for p in (*function.params.posonly_params, *function.params.params,
                                                          *function.params.kwonly_params)
                          if p.name.value not in bound and p.default is not None and constant(p.default))
+        inner.effects = self.effects
         inner.block(block_of(function.body))
+        self.effects[memo] = tuple((key, value) for key, value in inner.env.items()
+                                   if key.startswith("self.") and fields.get(key) is not value)
         returned = union(CLEAN, *inner.returns)
         # `@torch.no_grad()` over the function: nothing it computes carries a graph.
         return cut(returned) if any(self._no_grad_decorator(d.decorator) for d in function.decorators) else returned
@@ -695,7 +711,9 @@ def trace(body: Sequence[cst.CSTNode], modules: frozenset[str], key: Key, params
     the module's function summaries so far, at most `limit`; `entry`: what some parameters hold
     on entry (what every call of the function hands them); `record` gathers the scope's calls."""
     tracer = Tracer(modules, key, params, ours, names, resolve, 0, summaries, limit, function)
-    tracer.env.update((key(cst.Name(param)), reach) for param, reach in (entry or {}).items())
+    tracer.env.update((name if "." in name else key(cst.Name(name)), reach) for name, reach in (entry or {}).items()
+                      if name != FROZEN)
+    tracer.frozen = set(entry[FROZEN].modules) if entry and FROZEN in entry else set()
     tracer.record = record
     tracer.optimizers = optimizers or {}
     tracer.block(body)
@@ -717,3 +735,10 @@ def _parameters(value: cst.BaseExpression) -> bool:
         return True
     return (isinstance(value, cst.Call) and (dotted(value.func) or "").rsplit(".", 1)[-1] == "chain" and bool(value.args)
             and all(not a.star and _parameters(a.value) for a in value.args))
+
+
+def _method(function: cst.FunctionDef, receiver: Optional[str]) -> bool:
+    """Whether a call through `receiver` binds the function's first parameter (not a
+    `@staticmethod`)."""
+    return receiver is not None and not any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+                                            for d in function.decorators)

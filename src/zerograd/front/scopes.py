@@ -49,7 +49,7 @@ from .naming import (
     written,
 )
 from .plain import plain_parameters
-from .provenance import SUMMARIES, Call, Callee, Names, Resolver, Summaries, Tracer, constant, trace
+from .provenance import FROZEN, SUMMARIES, Call, Callee, Names, Resolver, Summaries, Tracer, constant, trace
 from .receivers import Receivers
 from .sites import Sites
 from .walk import nodes_in
@@ -156,6 +156,18 @@ class Builder(Receivers, Windows):
                 value = union(*(bound.get(param.name.value, default) for bound, _ in calls))
                 if value.modules or value.cut or not value.opaque:
                     found[param.name.value] = value
+            # The object's attributes every call finds set (`self.fake = self.G(z)` before
+            # `self.backward_G()`), unless the method assigns them itself before reading.
+            for field in set.intersection(*({k for k in bound if "." in k} for bound, _ in calls)):
+                value = union(*(bound[field] for bound, _ in calls))
+                if value.modules or value.cut:
+                    found[field] = value
+            # The modules frozen at every call (`set_requires_grad(self.netD, False)` before
+            # `self.backward_G()`).
+            frozen = frozenset.intersection(*(bound[FROZEN].modules if FROZEN in bound else frozenset()
+                                              for bound, _ in calls))
+            if frozen:
+                found[FROZEN] = Reach(frozen, frozenset(), False)
             if found:
                 entries[callee] = found
         return entries
