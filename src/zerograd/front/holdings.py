@@ -154,21 +154,34 @@ def stored_parameters(function: cst.FunctionDef, parameters: Sequence[str]) -> d
     for statement in statements_of(block_of(function.body)):
         if not isinstance(statement, (cst.Assign, cst.AnnAssign)) or statement.value is None:
             continue
-        value = statement.value  # `self.actor = actor.to(device)` keeps the same module
-        while (type(value) is cst.Call and type(value.func) is cst.Attribute
-               and value.func.attr.value in RETURNS_SELF):
-            value = value.func.value
-        if type(value) is not cst.Name or value.value not in names:
-            continue
         targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
-        for target in targets:
+        for target, value in _pairs(targets, statement.value):
+            while (type(value) is cst.Call and type(value.func) is cst.Attribute
+                   and value.func.attr.value in RETURNS_SELF):
+                value = value.func.value  # `self.actor = actor.to(device)` keeps the same module
             key = receiver_key(target)
-            if type(target) is cst.Attribute and key.startswith("self.") and key.count(".") == 1:
+            if (type(value) is cst.Name and value.value in names and type(target) is cst.Attribute
+                    and key.startswith("self.") and key.count(".") == 1):
                 stored.setdefault(value.value, set()).add(key)
     if not stored:
         return {}
     rebound = assigned_names(block_of(function.body))
     return {name: next(iter(keys)) for name, keys in stored.items() if len(keys) == 1 and name not in rebound}
+
+
+def _pairs(targets: Sequence[cst.BaseExpression], value: cst.BaseExpression
+           ) -> list[tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """Each target with the value it is assigned: `self.actor, self.critic = actor, critic`
+    element by element."""
+    found = []
+    for target in targets:
+        if (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))
+                and len(target.elements) == len(value.elements)
+                and not any(isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements))):
+            found += [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
+        else:
+            found.append((target, value))
+    return found
 
 
 def _items(call: cst.Call) -> list[cst.BaseExpression]:
