@@ -31,7 +31,7 @@ from ..knowledge.optimizers import (
     named_optimizer,
 )
 from ..knowledge.values import RETURNS_SELF
-from .counters import int_literal
+from .counters import counter_step, int_literal
 from .holdings import Holdings, parameters_owners, stored_parameters
 from .members import Members
 from .moduleinfo import ClassInfo, FunctionFacts, ModuleInfo, Pending, Registered
@@ -156,6 +156,8 @@ class Collector(Members):
             self.info.counters.record(node, [node.target], None, self.function)
             if isinstance(node.target, cst.Name):
                 self.facts.increments |= {node.target.value}
+            elif isinstance(node.target, cst.Attribute) and counter_step(node) is not None:
+                self.facts.increments |= {dotted(node.target) or ""}  # `self.remaining -= 1`
         for call in self.info.calls_of(node):
             self.call(call)
 
