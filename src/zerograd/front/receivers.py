@@ -14,8 +14,9 @@ from ..analysis.keys import root_of
 from ..knowledge.frameworks import optimizer_key
 from .calls import Context
 from .clears import Clears
-from .conditions import flag_definitions
-from .naming import block_of, collection_key, element_name, receiver_key, statements_of
+from .conditions import flag_definitions, substituted
+from .naming import block_of, bound_arguments, collection_key, element_name, positional, receiver_key, statements_of
+from .walk import nodes_in
 
 
 class Receivers(Clears):
@@ -62,17 +63,30 @@ class Receivers(Clears):
         return replace(ctx, aliases=pairs + ctx.aliases, conditions=flags + ctx.conditions) if pairs or flags else ctx
 
     def _returned_test(self, call: cst.Call, ctx: Context) -> Optional[cst.BaseExpression]:
-        """The test a function of ours returns when its last statement is `return <test>`."""
-        if call.args:
-            return None
+        """The test a function of ours returns when its last statement is `return <test>`, its
+        parameters written as the call's arguments (`should_step(i, accum)` returning `(step +
+        1) % accum_steps == 0` is `(i + 1) % accum == 0`)."""
         resolved = self.resolve(call.func, ctx)
         body = block_of(resolved[0].body) if resolved is not None else ()
         last = body[-1] if body else None
-        if isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return):
-            value = last.body[-1].value
-            if isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
-                return value
-        return None
+        if not (isinstance(last, cst.SimpleStatementLine) and isinstance(last.body[-1], cst.Return)):
+            return None
+        value = last.body[-1].value
+        if not isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation)):
+            return None
+        if not call.args:
+            return value
+        assert resolved is not None
+        params = positional(resolved[0])
+        method = resolved[1] is not None and bool(params) and params[0] == "self"
+        bound, starred = bound_arguments(call, params[1:] if method else params)
+        read = {n.value for n in nodes_in(value) if isinstance(n, cst.Name)}
+        every = {p.name.value for p in (*resolved[0].params.posonly_params, *resolved[0].params.params,
+                                        *resolved[0].params.kwonly_params)}
+        if starred or (read & every) - set(bound) or not all(isinstance(a, (cst.Name, cst.Attribute, cst.Integer))
+                                                             for a in bound.values()):
+            return None  # a parameter left to its default, or an argument computed at the call
+        return substituted(value, bound)
 
     def key_text(self, key: str, ctx: Context) -> str:
         root = root_of(key)

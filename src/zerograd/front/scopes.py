@@ -392,9 +392,15 @@ class Builder(Receivers, Windows):
         return Branch((body, orelse), self._test(test, ctx))
 
     def _test(self, test: cst.BaseExpression, ctx: Context) -> Test:
-        """A flag assigned once from a test (`do_step = i % k == 0; if do_step:`) is that test."""
+        """A flag assigned once from a test (`do_step = i % k == 0; if do_step:`) is that test, and
+        so is a call of a function of ours that returns one (`if should_step(i, accum):`)."""
         negated = isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not)
         name = test.expression if negated else test  # type: ignore[attr-defined]
+        returned = self._returned_test(name, ctx) if isinstance(name, cst.Call) else None
+        if returned is not None:
+            wrapped = returned.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            test = cst.UnaryOperation(cst.Not(), wrapped) if negated else returned
+            name = test
         if isinstance(name, cst.Name):
             held = dict(ctx.conditions).get(name.value)
             if name.value in ctx.flags and (held is None or not classify_flag(held).accumulation):
