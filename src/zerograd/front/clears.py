@@ -145,7 +145,8 @@ class Clears(Calls):
             assigned = assigned_names(block_of(ctx.function.body)) if ctx.function is not None else frozenset()
             spares = frozenset(o for o in self.info.table.links if not self._bound_here(ctx, o, assigned))
             linked = [o for o in linked if o not in spares]
-        elif module is not None and not linked and root_of(module) in self._facts(ctx).parameters:
+        elif module is not None and not linked and root_of(module) in self._facts(ctx).parameters \
+                and not self._own_attribute(ctx, module):
             # A module handed in under a name no optimizer's link uses (`net` for the caller's
             # `model`): any optimizer may hold it, but for those this scope builds over what
             # it names (`Adam([patch])`, `SGD(student.parameters())`).
@@ -170,6 +171,20 @@ class Clears(Calls):
             return True
         return all(not isinstance(node, cst.Name) or node.value not in facts.parameters and node.value not in facts.instances
                    for arg in built.args for node in _bare_names(arg.value))
+
+    def _own_attribute(self, ctx: Context, module: str) -> bool:
+        """`self.target` that the object built itself, a deep copy or an instance built from
+        settings (`self.target = copy.deepcopy(qnet)`): no name for a module handed in, so an
+        optimizer known to hold other modules does not hold it."""
+        if ctx.cls is None or not module.startswith("self.") or module.count(".") != 1:
+            return False
+        built = next((info.built[module] for info in self.info.lineage(ctx.cls) if module in info.built), None)
+        if built is None:
+            return False
+        if self.info.qualify(built.func) == "copy.deepcopy":
+            return True
+        return not any(isinstance(node, cst.Name) and node.value != "self"
+                       for arg in built.args for node in _bare_names(arg.value))
 
     def _bound_here(self, ctx: Context, optimizer: str, assigned: frozenset[str]) -> bool:
         """An optimizer this function binds (`assigned`: the names it assigns) or grows: it may
