@@ -8,6 +8,7 @@ from typing import NamedTuple, Optional
 import libcst as cst
 
 from .naming import text_of
+from .walk import nodes_in
 
 _ZEROS = frozenset({"zeros_like", "zeros", "new_zeros"})
 _ADDS = (cst.AddAssign, cst.SubtractAssign)
@@ -25,7 +26,7 @@ def grad_written(node: cst.CSTNode) -> Optional[Write]:
         target = node.targets[0].target
         if not (isinstance(target, cst.Attribute) and target.attr.value == "grad"):
             return None
-        if ".grad" in text_of(node.value):
+        if _reads_grad(node.value):
             return None  # `p.grad = p.grad / n`: scaling
         value = node.value
         none = isinstance(value, cst.Name) and value.value == "None"
@@ -33,7 +34,7 @@ def grad_written(node: cst.CSTNode) -> Optional[Write]:
         return Write(holder(target.value), True, not (none or zeros), zeros)
     if type(node) is cst.AugAssign and isinstance(node.operator, _ADDS):
         target = node.target
-        if isinstance(target, cst.Attribute) and target.attr.value == "grad" and ".grad" not in text_of(node.value):
+        if isinstance(target, cst.Attribute) and target.attr.value == "grad" and not _reads_grad(node.value):
             # `p.grad += g` adds into .grad as backward() does: a gradient, no clear.
             return Write(holder(target.value), False, True, False)
         return None
@@ -52,6 +53,13 @@ def grad_written(node: cst.CSTNode) -> Optional[Write]:
         if func.attr.value == "copy_":
             return Write(holder(grad.value), True, True, False)
     return None
+
+
+def _reads_grad(value: cst.BaseExpression) -> bool:
+    """Whether `value` reads a tensor's `.grad` (`p.grad / n`), not `torch.autograd.grad(...)`,
+    whose result is a new gradient (GradNorm's `w.grad = torch.autograd.grad(loss, w)[0]`)."""
+    return any(isinstance(n, cst.Attribute) and n.attr.value == "grad"
+               and not text_of(n.value).endswith("autograd") for n in nodes_in(value))
 
 
 def holder(node: cst.BaseExpression) -> object:
