@@ -44,6 +44,10 @@ class Receivers(Clears):
                     # call's key is not read (its text is generated: not worth it for nothing).
                     framework = self.framework(ctx) if isinstance(value, cst.Call) else None
                     key = self.key(value, ctx) if simple or framework is not None else None
+                    accessed = self._accessed(value, ctx) if isinstance(value, cst.Call) and key is None else None
+                    if accessed is not None:  # `opt = self.get_optimizer()` returning `self._opt`
+                        bind(target.value, accessed)
+                        continue
                     bind(target.value, key if simple or framework is not None and key == framework.optimizer else None)
             elif isinstance(statement, cst.For):
                 name = element_name(statement.target, statement.iter)
@@ -61,6 +65,22 @@ class Receivers(Clears):
                     definitions[target.value] = (returned,)
         flags = tuple(definitions.items())
         return replace(ctx, aliases=pairs + ctx.aliases, conditions=flags + ctx.conditions) if pairs or flags else ctx
+
+    def _accessed(self, call: cst.Call, ctx: Context) -> Optional[str]:
+        """`self.get_optimizer()`, a method of the object whose body is `return self.X` alone and
+        that takes no argument: the receiver `self.X`, as written in the caller."""
+        if call.args or not isinstance(call.func, cst.Attribute) or not isinstance(call.func.value, cst.Name) \
+                or call.func.value.value != "self":
+            return None
+        resolved = self.resolve(call.func, ctx)
+        body = block_of(resolved[0].body) if resolved is not None else ()
+        if len(body) != 1 or not isinstance(body[0], cst.SimpleStatementLine) or len(body[0].body) != 1:
+            return None
+        returned = body[0].body[0]
+        value = returned.value if isinstance(returned, cst.Return) else None
+        if not isinstance(value, cst.Attribute) or not isinstance(value.value, cst.Name) or value.value.value != "self":
+            return None
+        return self.key(value, ctx)
 
     def _returned_test(self, call: cst.Call, ctx: Context) -> Optional[cst.BaseExpression]:
         """The test a function of ours returns when its last statement is `return <test>`, its
