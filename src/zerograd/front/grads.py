@@ -56,9 +56,10 @@ def grad_written(node: cst.CSTNode) -> Optional[Write]:
 
 
 def _reads_grad(value: cst.BaseExpression) -> bool:
-    """Whether `value` reads a tensor's `.grad` (`p.grad / n`), not `torch.autograd.grad(...)`,
-    whose result is a new gradient (GradNorm's `w.grad = torch.autograd.grad(loss, w)[0]`)."""
-    return any(isinstance(n, cst.Attribute) and n.attr.value == "grad"
+    """Whether `value` reads a gradient already there (`p.grad / n`, a gradient kept elsewhere and
+    moved back, `p.colo_attr.grad_payload`), not `torch.autograd.grad(...)`, whose result is a new
+    gradient (GradNorm's `w.grad = torch.autograd.grad(loss, w)[0]`)."""
+    return any(isinstance(n, cst.Attribute) and "grad" in n.attr.value and n.attr.value != "autograd"
                and not text_of(n.value).endswith("autograd") for n in nodes_in(value))
 
 
