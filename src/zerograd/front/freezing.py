@@ -6,12 +6,14 @@ manager of ours whose `__enter__` is one over what its constructor kept (`Freeze
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Optional, Union
+from collections.abc import Callable, Iterator, Mapping
+from typing import Optional, Protocol, Union
 
 import libcst as cst
 
-from .naming import block_of, positional
+from ..analysis.keys import related, within
+from ..analysis.model import Reach
+from .naming import binds_self, block_of, bound_parameters, dotted, positional
 
 # A freeze: the module written, and whether it is trainable after (None: not known).
 Freeze = tuple[cst.BaseExpression, Optional[bool]]
@@ -150,3 +152,114 @@ def _settings(body: cst.BaseSuite, target: cst.BaseExpression) -> Iterator[tuple
                   and isinstance(small.value.func, cst.Attribute) and small.value.func.attr.value == "requires_grad_"
                   and small.value.func.value.deep_equals(target)):
                 yield (small.value.args[0].value if small.value.args else None), True
+
+
+def gathers_parameters(value: cst.BaseExpression) -> bool:
+    """A list of every parameter of modules (`list(critic.parameters())`, `list(chain(q1.parameters(),
+    q2.parameters()))`, sums of such): no comprehension (a filter keeps a part), and no bare
+    generator (`critic.parameters()` or `chain(...)`, used up by the optimizer built over it)."""
+    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
+        return gathers_parameters(value.left) and gathers_parameters(value.right)
+    return (isinstance(value, cst.Call) and dotted(value.func) in ("list", "tuple") and len(value.args) == 1
+            and not value.args[0].star and _parameters(value.args[0].value))
+
+
+def _parameters(value: cst.BaseExpression) -> bool:
+    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "parameters":
+        return True
+    return (isinstance(value, cst.Call) and (dotted(value.func) or "").rsplit(".", 1)[-1] == "chain" and bool(value.args)
+            and all(not a.star and _parameters(a.value) for a in value.args))
+
+
+class _Classes(Protocol):
+    """What Freezes reads of provenance.Names."""
+
+    @property
+    def contexts(self) -> Callable[[str], Optional[tuple[cst.FunctionDef, str, bool]]]: ...
+
+    @property
+    def lists(self) -> Callable[[Optional[cst.FunctionDef]], dict[str, cst.List]]: ...
+
+
+class Freezes:
+    """What a trace keeps frozen (provenance.Tracer): the modules whose parameters record no
+    graph while they are, set by the forms above, a freezing helper or context manager of ours,
+    and Lightning's toggles."""
+
+    frozen: set[str]
+    toggled: set[str]  # what the last `toggle_optimizer` froze
+    optimizers: Mapping[str, frozenset[str]]  # what each optimizer holds (a toggle's)
+    names: _Classes
+    resolve: Optional[Callable[[cst.BaseExpression], Optional[tuple[cst.FunctionDef, Optional[str], object]]]]
+    function: Optional[cst.FunctionDef]
+    key: Callable[[cst.BaseExpression], str]
+
+    def _forms(self, node: cst.BaseExpression) -> set[str]:
+        raise NotImplementedError
+
+    def _context_freeze(self, call: cst.Call) -> set[str]:
+        """`with FreezeParameters([critic]):` (Names.contexts): what the block newly freezes."""
+        found = self.names.contexts(dotted(call.func) or "")
+        bound = bound_parameters(found[0], call.args, True) if found is not None else None
+        if found is None or bound is None or found[1] not in bound or found[2]:
+            return set()
+        before = set(self.frozen)
+        self._freeze([bound[found[1]]], False)
+        return self.frozen - before
+
+    def _helper_freeze(self, call: cst.Call) -> None:
+        """A function of ours that sets what its module parameter's parameters require
+        (`toggle_grad(D, False)`: `for p in model.parameters(): p.requires_grad_(flag)`)."""
+        callee = self.resolve(call.func) if self.resolve is not None else None
+        if callee is None:
+            return
+        found = freezer(callee[0])
+        bound = bound_parameters(callee[0], call.args, binds_self(callee[0], callee[1])) if found is not None else None
+        if found is None or bound is None or found[0] not in bound:
+            return
+        module, setting = found
+        value = setting if isinstance(setting, bool) else flag(bound[setting], None) if setting in bound else None
+        self._freeze([bound[module]], value)
+
+    def _toggle(self, optimizer: str, on: bool) -> None:
+        """Lightning's `self.toggle_optimizer(opt)`: every parameter of the other optimizers that
+        `opt` does not hold stops requiring gradients until `untoggle_optimizer` restores it."""
+        mine = self.optimizers.get(optimizer)
+        if on and mine:
+            others = {m for key, held in self.optimizers.items() if key != optimizer for m in held
+                      if not related(m, mine)}
+            self.toggled = others - self.frozen
+            self.frozen |= self.toggled
+        elif not on:
+            self.frozen -= self.toggled
+            self.toggled = set()
+
+    def _freezes(self, found: list[Freeze]) -> None:
+        for net, trainable in found:
+            self._freeze([net], trainable)
+
+    def _freeze(self, nets: list[cst.BaseExpression], trainable: Optional[bool]) -> None:
+        if trainable is None:
+            return
+        for net in nets:
+            if isinstance(net, (cst.List, cst.Tuple)):
+                self._freeze([e.value for e in net.elements], trainable)
+                continue
+            if isinstance(net, cst.BinaryOperation) and isinstance(net.operator, cst.Add):  # `modules + [value]`
+                self._freeze([net.left, net.right], trainable)
+                continue
+            listed = self.names.lists(self.function).get(self.key(net)) if isinstance(net, cst.Attribute) else None
+            if listed is not None:
+                self._freeze([listed], trainable)
+                continue
+            for module in self._forms(net):
+                if trainable:
+                    self.frozen = {m for m in self.frozen if not within(m, module)}
+                else:
+                    self.frozen.add(module)
+
+    def _unfrozen(self, value: Reach) -> Reach:
+        if not self.frozen:
+            return value
+        kept = frozenset(m for m in value.modules if not any(within(m, f) for f in self.frozen))
+        return Reach(kept, value.cut | (value.modules - kept), value.opaque, value.chained)

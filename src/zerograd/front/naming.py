@@ -227,3 +227,26 @@ def bound_arguments(call: cst.Call, positional: Sequence[str]) -> tuple[dict[str
         if name is not None:
             bound[name] = arg.value
     return bound, False
+
+
+def bound_parameters(function: cst.FunctionDef, args: Sequence[cst.Arg],
+                     method: bool) -> Optional[dict[str, cst.BaseExpression]]:
+    """The callee's parameter each argument binds, in the call's order (defaults: none); None
+    when an argument binds none or one twice."""
+    params = list(positional(function))
+    if method and params:
+        params = params[1:]
+    bound: dict[str, cst.BaseExpression] = {}
+    for position, arg in enumerate(args):
+        name = arg.keyword.value if arg.keyword else (params[position] if position < len(params) else None)
+        if name is None or name in bound:
+            return None
+        bound[name] = arg.value
+    return bound
+
+
+def binds_self(function: cst.FunctionDef, receiver: Optional[str]) -> bool:
+    """Whether a call through `receiver` binds the function's first parameter (not a
+    `@staticmethod`)."""
+    return receiver is not None and not any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
+                                            for d in function.decorators)

@@ -28,9 +28,9 @@ from ..analysis.model import Reach
 from ..analysis.reach import CLEAN, OPAQUE, coupled, cut, inward_reach, outward_reach, union
 from ..knowledge.frameworks import Valued
 from ..knowledge.values import NEW_TENSOR_METHODS, RECEIVER_ONLY, SCALER_PASS, makes_leaf, runs_only_itself
-from .freezing import Freeze, comprehension_freezes, flag, freezer, gathered_freezes, loop_freezes
+from .freezing import Freezes, comprehension_freezes, flag, gathered_freezes, gathers_parameters, loop_freezes
 from .literals import decided, literals_of
-from .naming import block_of, dotted, loss_of, positional, receiver_key, suites
+from .naming import binds_self, block_of, bound_parameters, dotted, loss_of, receiver_key, suites
 from .valued import applied
 
 # Methods whose result carries no autograd graph: what they are called on is cut off.
@@ -87,8 +87,11 @@ class Names(NamedTuple):
     lists: Callable[[Optional[cst.FunctionDef]], dict[str, cst.List]] = lambda function: {}
 
 
-class Tracer:
+class Tracer(Freezes):
     """One scope's values; `found` maps id(backward call) -> what its loss reaches."""
+
+    names: Names
+    resolve: Optional[Resolver]
 
     def __init__(self, modules: frozenset[str], key: Key, params: frozenset[str], ours: frozenset[str],
                  names: Names, resolve: Optional[Resolver] = None,
@@ -233,16 +236,6 @@ class Tracer:
             self._toggle(toggled, False)
         self.frozen -= frozen  # its `__exit__` lets them train again
 
-    def _context_freeze(self, call: cst.Call) -> set[str]:
-        """`with FreezeParameters([critic]):` (Names.contexts): what the block newly freezes."""
-        found = self.names.contexts(dotted(call.func) or "")
-        bound = _bind(found[0], call.args, True) if found is not None else None
-        if found is None or bound is None or found[1] not in bound or found[2]:
-            return set()
-        before = set(self.frozen)
-        self._freeze([bound[found[1]]], False)
-        return self.frozen - before
-
     def _no_grad(self, call: cst.Call) -> bool:
         """`torch.no_grad()`, `torch.inference_mode()`, `torch.set_grad_enabled(False)`."""
         name = (self.names.qualify(call.func) or "").rsplit(".", 1)[-1]
@@ -260,7 +253,7 @@ class Tracer:
             value = self.value(node.value)
             for target in node.targets:
                 self._bind(target.target, value)
-                if isinstance(target.target, cst.Name) and _gathers(node.value):
+                if isinstance(target.target, cst.Name) and gathers_parameters(node.value):
                     self.gathered[target.target.value] = node.value
         elif isinstance(node, cst.AnnAssign) and node.value is not None:
             self._bind(node.target, self.value(node.value))
@@ -310,57 +303,6 @@ class Tracer:
             elif isinstance(func, (cst.Name, cst.Attribute)) and self.resolve is not None and call.args:
                 self._helper_freeze(call)
 
-    def _helper_freeze(self, call: cst.Call) -> None:
-        """A function of ours that sets what its module parameter's parameters require
-        (`toggle_grad(D, False)`: `for p in model.parameters(): p.requires_grad_(flag)`)."""
-        callee = self.resolve(call.func) if self.resolve is not None else None
-        if callee is None:
-            return
-        found = freezer(callee[0])
-        bound = _bind(callee[0], call.args, _method(callee[0], callee[1])) if found is not None else None
-        if found is None or bound is None or found[0] not in bound:
-            return
-        module, setting = found
-        value = setting if isinstance(setting, bool) else flag(bound[setting], None) if setting in bound else None
-        self._freeze([bound[module]], value)
-
-    def _toggle(self, optimizer: str, on: bool) -> None:
-        """Lightning's `self.toggle_optimizer(opt)`: every parameter of the other optimizers that
-        `opt` does not hold stops requiring gradients until `untoggle_optimizer` restores it."""
-        mine = self.optimizers.get(optimizer)
-        if on and mine:
-            others = {m for key, held in self.optimizers.items() if key != optimizer for m in held
-                      if not related(m, mine)}
-            self.toggled = others - self.frozen
-            self.frozen |= self.toggled
-        elif not on:
-            self.frozen -= self.toggled
-            self.toggled = set()
-
-    def _freezes(self, found: list[Freeze]) -> None:
-        for net, trainable in found:
-            self._freeze([net], trainable)
-
-    def _freeze(self, nets: list[cst.BaseExpression], trainable: Optional[bool]) -> None:
-        if trainable is None:
-            return
-        for net in nets:
-            if isinstance(net, (cst.List, cst.Tuple)):
-                self._freeze([e.value for e in net.elements], trainable)
-                continue
-            if isinstance(net, cst.BinaryOperation) and isinstance(net.operator, cst.Add):  # `modules + [value]`
-                self._freeze([net.left, net.right], trainable)
-                continue
-            listed = self.names.lists(self.function).get(self.key(net)) if isinstance(net, cst.Attribute) else None
-            if listed is not None:
-                self._freeze([listed], trainable)
-                continue
-            for module in self._forms(net):
-                if trainable:
-                    self.frozen = {m for m in self.frozen if not within(m, module)}
-                else:
-                    self.frozen.add(module)
-
     def _forms(self, node: cst.BaseExpression) -> set[str]:
         """A module as written and as its alias stands for (`netd = self.netd`): an optimizer's
         link names it as its constructor's argument was written."""
@@ -392,12 +334,6 @@ class Tracer:
             parts.append(self.value(node.elt))
         self.env, self.entries = saved_env, saved_entries
         return union(CLEAN, *parts)
-
-    def _unfrozen(self, value: Reach) -> Reach:
-        if not self.frozen:
-            return value
-        kept = frozenset(m for m in value.modules if not any(within(m, f) for f in self.frozen))
-        return Reach(kept, value.cut | (value.modules - kept), value.opaque, value.chained)
 
     # --- expressions ------------------------------------------------------------------------
 
@@ -570,7 +506,7 @@ class Tracer:
         if callee is None or any(arg.star for arg in node.args):
             return None
         function, receiver, resolve = callee
-        bound = _bind(function, node.args, _method(function, receiver))
+        bound = bound_parameters(function, node.args, binds_self(function, receiver))
         if bound is None:
             return None
         # A module handed over (`adversarial(D, fake)`) is that module where the callee calls it.
@@ -579,7 +515,7 @@ class Tracer:
         # What the caller assigned to the object's attributes before the call is what the method
         # reads of `self` (`self.fake = self.G(z)`, then `self.d_loss(real)` reading `self.fake`).
         fields = tuple(sorted(self._fields(receiver).items()))
-        literals = literals_of(function, bound, _method(function, receiver))
+        literals = literals_of(function, bound, binds_self(function, receiver))
         modules = self.modules
         if receiver not in (None, "self"):
             # In a method of another object, `self` is the receiver: every key moves to its terms
@@ -660,20 +596,6 @@ def constant(node: cst.BaseExpression) -> bool:
             or isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
 
 
-def _bind(function: cst.FunctionDef, args: Sequence[cst.Arg], method: bool) -> Optional[dict[str, cst.BaseExpression]]:
-    """The callee's parameter each argument binds, in the call's order (defaults: none)."""
-    params = list(positional(function))
-    if method and params:
-        params = params[1:]
-    bound: dict[str, cst.BaseExpression] = {}
-    for position, arg in enumerate(args):
-        name = arg.keyword.value if arg.keyword else (params[position] if position < len(params) else None)
-        if name is None or name in bound:
-            return None
-        bound[name] = arg.value
-    return bound
-
-
 def _elements(node: cst.CSTNode) -> list[cst.BaseElement]:
     if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
         return list(node.elements)
@@ -718,27 +640,3 @@ def trace(body: Sequence[cst.CSTNode], modules: frozenset[str], key: Key, params
     tracer.optimizers = optimizers or {}
     tracer.block(body)
     return tracer.found
-
-
-def _gathers(value: cst.BaseExpression) -> bool:
-    """A list of every parameter of modules (`list(critic.parameters())`, `list(chain(q1.parameters(),
-    q2.parameters()))`, sums of such): no comprehension (a filter keeps a part), and no bare
-    generator (`critic.parameters()` or `chain(...)`, used up by the optimizer built over it)."""
-    if isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add):
-        return _gathers(value.left) and _gathers(value.right)
-    return (isinstance(value, cst.Call) and dotted(value.func) in ("list", "tuple") and len(value.args) == 1
-            and not value.args[0].star and _parameters(value.args[0].value))
-
-
-def _parameters(value: cst.BaseExpression) -> bool:
-    if isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value == "parameters":
-        return True
-    return (isinstance(value, cst.Call) and (dotted(value.func) or "").rsplit(".", 1)[-1] == "chain" and bool(value.args)
-            and all(not a.star and _parameters(a.value) for a in value.args))
-
-
-def _method(function: cst.FunctionDef, receiver: Optional[str]) -> bool:
-    """Whether a call through `receiver` binds the function's first parameter (not a
-    `@staticmethod`)."""
-    return receiver is not None and not any(isinstance(d.decorator, cst.Name) and d.decorator.value == "staticmethod"
-                                            for d in function.decorators)
