@@ -106,10 +106,11 @@ def shift(facts: Facts, effect: BackEffect) -> Facts:
 def forget(facts: Facts, names: frozenset[str]) -> Facts:
     """The facts that mention none of `names` (a loop's targets, bound anew as it starts)."""
     kept = frozenset(fact for fact in facts if not any(
-        w in names or w.split(".")[0] in names for w in re.findall(r"[A-Za-z_][A-Za-z_0-9.]*", fact[0])))
+        w in names or w.split(".")[0] in names for w in _WORDS.findall(fact[0])))
     return facts if len(kept) == len(facts) else kept
 
 
+_WORDS = re.compile(r"[A-Za-z_][A-Za-z_0-9.]*")  # the names (dotted) a key reads
 _CALL = re.compile(r"[\w\])]\s*\(")  # `f(`, `a.b(`, `x[0](`; not a parenthesised part `(i + 1) % k`
 
 
@@ -118,7 +119,7 @@ def _mentions(key: str, names: frozenset[str]) -> bool:
     # by `accelerator.backward()`): only facts about local names and the object's own settings
     # (`self.delay`, REDQ's `(i + 1) % self.policy_update_delay == 0 or i == n - 1`) are known
     # to hold until the loop assigns them.
-    words = set(re.findall(r"[A-Za-z_][A-Za-z_0-9.]*", key))
+    words = set(_WORDS.findall(key))
     return _CALL.search(key) is not None or "[" in key or any(
         w in names or w.split(".")[0] in names or ("." in w and not _own_setting(w, names)) for w in words)
 

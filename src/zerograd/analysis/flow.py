@@ -306,8 +306,8 @@ def _added(held: Held, backward: Optional[Event], weak: bool = False) -> Held:
 
 
 def _weak(reach: Optional[Reach], held: Optional[frozenset[str]]) -> bool:
-    return reach is not None and reach.opaque and bool(held) and not any(related(m, held or frozenset())
-                                                                          for m in reach.modules)
+    return reach is not None and reach.opaque and held is not None and bool(held) and not any(
+        related(m, held) for m in reach.modules)
 
 
 @lru_cache(maxsize=CACHED)

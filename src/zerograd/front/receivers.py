@@ -15,7 +15,7 @@ from ..knowledge.frameworks import optimizer_key
 from .calls import Context
 from .clears import Clears
 from .conditions import flag_definitions, substituted
-from .naming import block_of, bound_arguments, collection_key, element_name, positional, receiver_key, statements_of
+from .naming import binds_self, block_of, bound_arguments, collection_key, element_name, positional, receiver_key, statements_of
 from .walk import nodes_in
 
 
@@ -98,8 +98,7 @@ class Receivers(Clears):
             return value
         assert resolved is not None
         params = positional(resolved[0])
-        method = resolved[1] is not None and bool(params) and params[0] == "self"
-        bound, starred = bound_arguments(call, params[1:] if method else params)
+        bound, starred = bound_arguments(call, params[1:] if binds_self(resolved[0], resolved[1]) else params)
         read = {n.value for n in nodes_in(value) if isinstance(n, cst.Name)}
         every = {p.name.value for p in (*resolved[0].params.posonly_params, *resolved[0].params.params,
                                         *resolved[0].params.kwonly_params)}

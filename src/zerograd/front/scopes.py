@@ -90,6 +90,9 @@ class Builder(Receivers, Windows):
         self.closures: dict[int, str] = {}
         self._sets: dict[frozenset[str], frozenset[str]] = {}
         self.exported: Callable[[str], Optional[Valued]] = lambda qualified: None  # Outside.value
+        # Per class (id of its ClassInfo): the freezing context manager it is, its list attributes.
+        self._contexts: dict[int, Optional[tuple[cst.FunctionDef, str, bool]]] = {}
+        self._listed: dict[int, dict[str, cst.List]] = {}
 
     def shared(self, names: frozenset[str]) -> frozenset[str]:
         """One object per distinct set of names in the IR (parameters, locals, loop targets):
@@ -191,9 +194,11 @@ class Builder(Receivers, Windows):
         cls = self.info.classes.get(name)
         if cls is None:
             return None
-        init, enter = self.info.method(cls, "__init__"), self.info.method(cls, "__enter__")
-        found = context_freezer(init, enter)
-        return (init, *found) if init is not None and found is not None else None
+        if id(cls) not in self._contexts:
+            init, enter = self.info.method(cls, "__init__"), self.info.method(cls, "__enter__")
+            found = context_freezer(init, enter)
+            self._contexts[id(cls)] = (init, *found) if init is not None and found is not None else None
+        return self._contexts[id(cls)]
 
     def _instances(self, function: Optional[cst.FunctionDef]) -> dict[str, str]:
         """`self.X` -> the class it was built from, in the class of method `function` and its bases;
@@ -221,23 +226,21 @@ class Builder(Receivers, Windows):
         facts = self.info.facts.get(id(function)) if function is not None else None
         if facts is None or facts.cls is None:
             return {}
-        found: dict[str, cst.List] = {}
-        spoilt: set[str] = set()
-        for info in self.info.lineage(facts.cls):
-            for method in info.methods.values():
+        if id(facts.cls) not in self._listed:
+            found: dict[str, cst.List] = {}
+            spoilt: set[str] = set()
+            for method in (m for info in self.info.lineage(facts.cls) for m in info.methods.values()):
                 for small in statements_of(block_of(method.body)):
-                    targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else []
-                    for target in targets:
-                        key = dotted(target) or ""
-                        value = small.value if isinstance(small, cst.Assign) else None
-                        if not key.startswith("self."):
-                            continue
-                        if isinstance(value, cst.List) and all(dotted(e.value) for e in value.elements) \
-                                and key not in found and len(targets) == 1:
+                    if not isinstance(small, cst.Assign):
+                        continue
+                    value = small.value if len(small.targets) == 1 else None
+                    for key in (dotted(t.target) or "" for t in small.targets):
+                        if isinstance(value, cst.List) and key not in found and all(dotted(e.value) for e in value.elements):
                             found[key] = value
-                        else:
+                        elif key.startswith("self."):
                             spoilt.add(key)
-        return {key: value for key, value in found.items() if key not in spoilt}
+            self._listed[id(facts.cls)] = {k: v for k, v in found.items() if k.startswith("self.") and k not in spoilt}
+        return self._listed[id(facts.cls)]
 
     def _plain(self, function: Optional[cst.FunctionDef]) -> frozenset[str]:
         """The attributes of method `function`'s object that hold no graph (plain.py)."""
