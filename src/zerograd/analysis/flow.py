@@ -177,9 +177,10 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
             # discriminator's loss accumulated across batches is nothing the generator's clear loses).
             return s._replace(removed=_refilled(s.removed))
         # Earlier gradients keep the guard they passed: another loss's backward (a GAN's) does
-        # not undo a skipped step.
-        return State(_added(s.held, event if event.reach is not None else None, _weak(event.reach, links.get(target))),
-                     _refilled(s.removed), s.facts)
+        # not undo a skipped step. A loss backpropagated right after this optimizer's own clear
+        # is one it cleared for (`actor.zero_grad(); critic.zero_grad(); loss.backward()`): never weak.
+        weak = not s.clean and _weak(event.reach, links.get(target))
+        return State(_added(s.held, event if event.reach is not None else None, weak), _refilled(s.removed), s.facts)
     if kind is Kind.STEP and event.target == target:
         if s.clean and not s.held:  # a warm-up step after a clear applies nothing, leaves nothing
             return s._replace(removed=None)

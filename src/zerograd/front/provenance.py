@@ -596,8 +596,9 @@ def constant(node: cst.BaseExpression) -> bool:
             or isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
 
 
-def _elements(node: cst.CSTNode) -> list[cst.BaseElement]:
-    if isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+def _elements(node: cst.CSTNode) -> list[Union[cst.BaseElement, cst.BaseDictElement]]:
+    """The values a display holds (a dict's values: `{"q": q_value}` carries q_value's graph)."""
+    if isinstance(node, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
         return list(node.elements)
     return []
 
