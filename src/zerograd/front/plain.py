@@ -14,6 +14,7 @@ from typing import Optional
 import libcst as cst
 
 from ..knowledge.values import NEW_TENSOR_METHODS, RECEIVER_ONLY, makes_leaf
+from .walk import nodes_in
 
 _SCALARS = frozenset({"int", "float", "bool", "str"})
 # In-place initialisers of a new tensor (`torch.empty(3).normal_()`) and methods whose result is
@@ -33,6 +34,32 @@ def plain_parameters(function: cst.FunctionDef) -> frozenset[str]:
                 isinstance(annotation, cst.Name) and annotation.value in _SCALARS):
             found.add(param.name.value)
     return frozenset(found)
+
+
+# Methods only a module has: a parameter they are called on is a module handed in, not data.
+_MODULE_METHODS = frozenset({"parameters", "named_parameters", "modules", "children", "forward", "train", "eval",
+                             "zero_grad", "requires_grad_", "state_dict", "load_state_dict", "apply"})
+
+
+def data_parameters(function: cst.FunctionDef) -> frozenset[str]:
+    """Parameters the function never calls (`model(x)`, `nets[i](x)`) nor uses as a module
+    (`model.parameters()`): what a training step is handed to read (`batch`, `replay_buffer`)."""
+    params = function.params
+    names = {p.name.value for p in (*params.posonly_params, *params.params, *params.kwonly_params)}
+    modules = set()
+    for node in nodes_in(function.body):
+        if not isinstance(node, cst.Call):
+            continue
+        func = node.func
+        if isinstance(func, cst.Attribute) and func.attr.value in _MODULE_METHODS:
+            func = func.value  # `model.parameters()`, `critic.q1.train()`
+            while isinstance(func, cst.Attribute):
+                func = func.value
+        while isinstance(func, cst.Subscript):  # `nets[i](x)`
+            func = func.value
+        if isinstance(func, cst.Name):
+            modules.add(func.value)
+    return frozenset(names - modules - {"self", "cls"})
 
 
 def plain(value: cst.BaseExpression, names: frozenset[str],

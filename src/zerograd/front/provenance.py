@@ -250,6 +250,13 @@ class Tracer(Freezes):
                 self.returns.append(self.value(node.value))
             self.done = True
         elif isinstance(node, cst.Assign):
+            pairs = _pairs(node.targets[0].target, node.value) if len(node.targets) == 1 else None
+            if pairs is not None:
+                # `q1, q2 = self.critic_q1(s), self.critic_q2(s)`: each name holds its own value.
+                values = [self.value(value) for _, value in pairs]
+                for (target, _), value in zip(pairs, values):
+                    self._bind(target, value)
+                return
             value = self.value(node.value)
             for target in node.targets:
                 self._bind(target.target, value)
@@ -415,9 +422,11 @@ class Tracer(Freezes):
         if summary is not None:
             return self._unfrozen(summary)  # the modules it calls record no graph while frozen here
         if isinstance(func, cst.Name):
-            # A function of ours may run any module, and so may an entry of a collection; a
+            # A function of ours may run any module, and so may an entry of a collection or a
+            # parameter of the scope no optimizer holds (`model(x)`, `criterion(y, t)`); a
             # library's (a loss, torch.cat) mixes its arguments.
-            return coupled(OPAQUE if func.value in self.ours or func.value in self.entries else CLEAN, *args)
+            unknown = func.value in self.ours or func.value in self.entries or self.depth == 0 and func.value in self.params
+            return coupled(OPAQUE if unknown else CLEAN, *args)
         if runs_only_itself(self.instances.get(self.key(func), "")):
             return coupled(CLEAN, *args)  # `self.bce(d_out, y)`: a torch.nn loss or layer of the object
         return coupled(self.value(func.value) if isinstance(func, cst.Attribute) else OPAQUE, *args)
@@ -594,6 +603,17 @@ def constant(node: cst.BaseExpression) -> bool:
         node = node.expression
     return (isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.BaseString))
             or isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
+
+
+def _pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> Optional[list[tuple[cst.BaseExpression,
+                                                                                         cst.BaseExpression]]]:
+    """A tuple assigned element by element (no starred element on either side), else None."""
+    if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))):
+        return None
+    if len(target.elements) != len(value.elements) or any(
+            isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
+        return None
+    return [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
 
 
 def _elements(node: cst.CSTNode) -> list[Union[cst.BaseElement, cst.BaseDictElement]]:

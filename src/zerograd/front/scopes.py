@@ -13,7 +13,7 @@ from typing import Optional, Union
 
 import libcst as cst
 
-from ..analysis.keys import FLAG, HANDED, INVARIANT, root_of
+from ..analysis.keys import FLAG, HANDED, INVARIANT, related, root_of
 from ..analysis.model import Branch, Event, Jump, Kind, Loop, Node, Reach, Seq, Test, Try
 from ..analysis.reach import CLEAN, OPAQUE, union
 from ..knowledge.frameworks import ACCELERATE_BLOCK, ACCELERATE_SYNC, Framework, Valued
@@ -48,7 +48,7 @@ from .naming import (
     text_of,
     written,
 )
-from .plain import plain_parameters
+from .plain import data_parameters, plain_parameters
 from .provenance import FROZEN, SUMMARIES, Call, Callee, Names, Resolver, Summaries, Tracer, constant, trace
 from .receivers import Receivers
 from .sites import Sites
@@ -128,11 +128,17 @@ class Builder(Receivers, Windows):
         if len(modules) < 2:
             return {}
         # A parameter declared a number (`gamma=0.99`, `tau: float`) holds no graph, as an
-        # object's constructor parameter does (plain.py); the others may carry anything, unless
-        # every call of the function in the module says what (`entry_reaches`).
-        read = params - plain_parameters(ctx.function) if ctx.function is not None else params
+        # object's constructor parameter does (plain.py). One the function only reads (`batch`,
+        # `replay_buffer.sample(n)`) holds data, as what a training loop iterates does: tensors
+        # no module made. The others (`model`) may be anything, unless every call of the
+        # function in the module says what (`entry_reaches`, which wins over both).
+        every = frozenset().union(*modules)
+        read = params
+        if ctx.function is not None:
+            data = {p for p in data_parameters(ctx.function) if not related(self.key(cst.Name(p), ctx), every)}
+            read = params - plain_parameters(ctx.function) - data
         calls = self.calls[scope] = []
-        return trace(body, frozenset().union(*modules), lambda node: self.key(node, ctx), read,
+        return trace(body, every, lambda node: self.key(node, ctx), read,
                      frozenset(self.info.functions), self._names(), self._resolver(ctx), self.returns,
                      SUMMARIES + 4 * len(self.info.every_function), ctx.function, self.entries.get(scope), calls,
                      {key: frozenset(found) for key, found in held.items() if found})
