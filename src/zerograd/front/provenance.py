@@ -253,9 +253,9 @@ class Tracer(Freezes):
             pairs = _pairs(node.targets[0].target, node.value) if len(node.targets) == 1 else None
             if pairs is not None:
                 # `q1, q2 = self.critic_q1(s), self.critic_q2(s)`: each name holds its own value.
-                values = [self.value(value) for _, value in pairs]
-                for (target, _), value in zip(pairs, values):
-                    self._bind(target, value)
+                values = [self.value(element) for _, element in pairs]
+                for (name, _), reach in zip(pairs, values):
+                    self._bind(name, reach)
                 return
             value = self.value(node.value)
             for target in node.targets:
