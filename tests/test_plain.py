@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from zerograd.front.plain import data_parameters, plain_parameters
+from zerograd.front.naming import dotted
+from zerograd.front.plain import data_parameters, plain, plain_parameters
 
 
 def _function(source: str) -> cst.FunctionDef:
@@ -37,3 +38,21 @@ def test_a_step_reads_its_batch_and_buffer_as_data_and_calls_its_modules() -> No
 
 def test_numbers_are_plain_whatever_the_step_does_with_them() -> None:
     assert plain_parameters(_function(STEP)) == {"gamma", "tau"}
+
+
+def _plain(expression: str) -> bool:
+    return plain(cst.parse_expression(expression), frozenset({"gamma"}), dotted)
+
+
+def test_tensors_computed_from_values_without_a_graph_carry_none() -> None:
+    for expression in ("self.log_alpha.detach()", "self.log_alpha.detach().exp()",
+                       "torch.clamp(self.log_alpha.detach().exp(), 0.0, 1.0)", "torch.zeros(3).to(device)",
+                       "torch.tensor(gamma).log()", "loss.item() * gamma"):
+        assert _plain(expression), expression
+
+
+def test_a_graph_or_a_leaf_that_gathers_gradients_is_not_plain() -> None:
+    for expression in ("self.log_alpha.exp()", "torch.clamp(self.log_alpha.exp(), 0.0, 1.0)",
+                       "torch.zeros(3).requires_grad_()", "torch.zeros(3, requires_grad=True)",
+                       "torch.zeros(3).mul(self.scale)", "torch.nn.Parameter(torch.zeros(3))"):
+        assert not _plain(expression), expression

@@ -77,14 +77,26 @@ def plain(value: cst.BaseExpression, names: frozenset[str],
         return bool(parts) and all(plain(p, names, qualify) for p in parts)
     if isinstance(value, cst.Call):
         func = value.func
+        if isinstance(func, cst.Attribute) and func.attr.value in ("item", "tolist", "detach", "numpy"):
+            return True  # `self.log_alpha.detach()`, `loss.item()`
         if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Call):
-            method = func.attr.value  # `torch.zeros(3).to(device)`, `x.detach()`, `loss.item()`
-            if method in ("item", "tolist", "detach", "numpy"):
-                return True
-            return method in RECEIVER_ONLY | NEW_TENSOR_METHODS | _PLAIN_METHODS and plain(func.value, names, qualify)
+            method = func.attr.value  # `torch.zeros(3).to(device)`, `x.detach().exp()`
+            if not plain(func.value, names, qualify) or method == "requires_grad_":
+                return False  # `requires_grad_()` makes a leaf that gathers gradients
+            # A reshape, a move or a fill keeps the receiver's graph; any other method of a
+            # tensor with none, handed none, makes none (`self.log_alpha.detach().exp()`).
+            return method in RECEIVER_ONLY | NEW_TENSOR_METHODS | _PLAIN_METHODS or _plain_arguments(value, names, qualify)
         qualified = qualify(func) or ""
+        if qualified.startswith("torch.") and not qualified.startswith("torch.nn.") and _plain_arguments(
+                value, names, qualify):
+            return not _requires_grad(value)  # `torch.clamp(x.detach().exp(), 0.0, 1.0)`
         return makes_leaf(qualified) and qualified != "copy.deepcopy" and not _requires_grad(value)
     return False
+
+
+def _plain_arguments(call: cst.Call, names: frozenset[str],
+                     qualify: Callable[[cst.BaseExpression], Optional[str]]) -> bool:
+    return all(plain(a.value, names, qualify) for a in call.args)
 
 
 def _literal(node: cst.BaseExpression) -> bool:
