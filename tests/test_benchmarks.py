@@ -54,7 +54,7 @@ def test_unknowns_counts_resolved_and_opaque_reaches_and_unlinked_optimizers() -
     assert (resolved.backwards, resolved.resolved_backwards) == (2, 2)
     assert (resolved.optimizers, resolved.resolved_optimizers) == (2, 2)
     opaque = unknowns.Tally()
-    unknowns.count(gan.format(args="batch", real="batch"), opaque)
+    unknowns.count(gan.format(args="batch, encode", real="encode(batch)"), opaque)
     assert opaque.resolved_backwards < opaque.backwards and opaque.why_reach[unknowns.OPAQUE] >= 1
     handed = unknowns.Tally()
     unknowns.count("def train(model, opt, loader):\n    for x in loader:\n        opt.zero_grad()\n"
