@@ -51,9 +51,12 @@ class Grad(NamedTuple):
     # Applied: the clear it was kept from, skipped by an accumulation condition (() : another guard).
     kept: Optional[Chain] = None
     carried: bool = False  # applied, and carried round a loop's back edge since
-    # From a loss of unknown reach (it reads values from outside the scope) whose known modules
-    # are none of this optimizer's: it may have reached them, which proves nothing.
+    # From a loss that may be another optimizer's: of unknown reach (it reads values from outside
+    # the scope) with none of this optimizer's modules known, or reaching another's modules.
     weak: bool = False
+    # Weak and unapplied: the other optimizers that cleared since it was made, whose later steps
+    # did not apply it (a GAN's discriminator clearing before its own loss).
+    cleared: frozenset[str] = frozenset()
 
 
 class Removal(NamedTuple):
@@ -151,7 +154,7 @@ def _read(held: Held) -> Reading:
     return Reading(bool(applied), bool(unapplied), {BEFORE, HERE} <= origins, guard, counter,
                    bool(unapplied) and all(c.first for c in unapplied), skip, window, twice,
                    bool(applied) and not any(c.carried for c in applied),
-                   any(c.hold == guard and not (c.first and c.weak) for c in unapplied))
+                   any(c.hold == guard and not (c.first and c.weak and c.first not in c.cleared) for c in unapplied))
 
 
 START = State(frozenset(), None, frozenset())
@@ -179,7 +182,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         # Earlier gradients keep the guard they passed: another loss's backward (a GAN's) does
         # not undo a skipped step. A loss backpropagated right after this optimizer's own clear
         # is one it cleared for (`actor.zero_grad(); critic.zero_grad(); loss.backward()`): never weak.
-        weak = not s.clean and _weak(event.reach, links.get(target))
+        weak = not s.clean and _weak(event.reach, target, links, trained)
         return State(_added(s.held, event if event.reach is not None else None, weak), _refilled(s.removed), s.facts)
     if kind is Kind.STEP and event.target == target:
         if s.clean and not s.held:  # a warm-up step after a clear applies nothing, leaves nothing
@@ -206,6 +209,8 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         # `self.optimizer` over one model, built apart): a possible clear of what came from
         # before the loop, which proves no leak.
         return s._replace(held=_doubted(s.held))
+    if kind is Kind.CLEAR and event.target is not None and event.target != target and s.held:
+        return s._replace(held=_spared(s.held, event.target))  # an optimizer apart from this one
     if kind in (Kind.MOVE, Kind.SET) and event.target is not None:
         return s._replace(facts=counted(s.facts, event, kind is Kind.SET))
     if kind is Kind.BUILD and event.target == target:
@@ -306,9 +311,26 @@ def _added(held: Held, backward: Optional[Event], weak: bool = False) -> Held:
     return held | {Grad(ALL, False, HERE, backward, weak=weak)}
 
 
-def _weak(reach: Optional[Reach], held: Optional[frozenset[str]]) -> bool:
-    return reach is not None and reach.opaque and held is not None and bool(held) and not any(
-        related(m, held) for m in reach.modules)
+def _weak(reach: Optional[Reach], target: str, links: dict[str, frozenset[str]], trained: frozenset[str]) -> bool:
+    """A loss that may be another optimizer's: of unknown reach with none of this one's modules
+    known (REDQ's ensemble loss), or reaching modules another optimizer of the scope holds (a
+    discriminator's loss through an undetached fake)."""
+    held = links.get(target)
+    if reach is None or not held:
+        return False
+    if reach.opaque and not any(related(m, held) for m in reach.modules):
+        return True
+    others = [links[other] for other in trained if other != target and links.get(other)]
+    return any(related(m, theirs) for m in reach.modules for theirs in others)
+
+
+@lru_cache(maxsize=CACHED)
+def _spared(held: Held, other: str) -> Held:
+    """Another optimizer's clear: its later step applies none of what is here now."""
+    if not any(c.weak and not c.applied and not c.first and other not in c.cleared for c in held):
+        return held
+    return frozenset(c._replace(cleared=c.cleared | {other}) if c.weak and not c.applied and not c.first else c
+                     for c in held)
 
 
 @lru_cache(maxsize=CACHED)
