@@ -134,6 +134,12 @@ class Tracer(Freezes):
         # Local names bound to the parameters of modules, unfiltered (`q_params =
         # list(critic.parameters())`): a loop over one that sets `requires_grad` freezes them.
         self.gathered: dict[str, cst.BaseExpression] = {}
+        # Per summary, what each position of the tuple every return returns reaches; per return
+        # here, the tuple's; and the shape of the last call of ours read (a tuple assigned from it
+        # binds each name its own: `critic_loss, actor_loss = self.losses(batch)`).
+        self.shapes: dict[Summary, Optional[Shape]] = {}
+        self.elements: list[Optional[Shape]] = []
+        self.shape: Optional[Shape] = None
 
     # --- statements -------------------------------------------------------------------------
 
@@ -247,17 +253,29 @@ class Tracer(Freezes):
         self._calls(node)
         if isinstance(node, cst.Return):
             if node.value is not None:
-                self.returns.append(self.value(node.value))
+                shape = _displayed(node.value)
+                if shape is None:
+                    self.returns.append(self.value(node.value))
+                else:
+                    values = tuple(self.value(element) for element in shape)
+                    self.elements.append(values)
+                    self.returns.append(union(CLEAN, *values))
             self.done = True
         elif isinstance(node, cst.Assign):
             pairs = _pairs(node.targets[0].target, node.value) if len(node.targets) == 1 else None
             if pairs is not None:
                 # `q1, q2 = self.critic_q1(s), self.critic_q2(s)`: each name holds its own value.
-                values = [self.value(element) for _, element in pairs]
-                for (name, _), reach in zip(pairs, values):
+                reaches = [self.value(element) for _, element in pairs]
+                for (name, _), reach in zip(pairs, reaches):
                     self._bind(name, reach)
                 return
+            self.shape = None
             value = self.value(node.value)
+            names = _displayed(node.targets[0].target) if len(node.targets) == 1 else None
+            if names is not None and self.shape is not None and len(names) == len(self.shape):
+                for name, reach in zip(names, self.shape):
+                    self._bind(name, self._unfrozen(reach))
+                return
             for target in node.targets:
                 self._bind(target.target, value)
                 if isinstance(target.target, cst.Name) and gathers_parameters(node.value):
@@ -397,6 +415,7 @@ class Tracer(Freezes):
     def _call(self, node: cst.Call) -> Reach:
         func = node.func
         args = [self.value(a.value) for a in node.args]
+        self.shape = None  # set by this call's summary, if it is one of ours
         function = self.callables.get(self.key(func)) if isinstance(func, cst.Attribute) and self.callables else None
         if function is not None:
             return self._function_attribute(node, function, args)
@@ -498,6 +517,7 @@ class Tracer(Freezes):
         (module,) = called
         if callee[1] != module:  # a method or a function, not the module's forward
             return inner
+        self.shape = None
         return union(whole, Reach(frozenset(m for m in inner.modules if m != module and within(m, module)),
                                   frozenset(), False, inner.chained))
 
@@ -555,6 +575,9 @@ class Tracer(Freezes):
             # What the method leaves in the object's attributes is what the caller reads next
             # (`self.forward()` setting `self.fake_B`, then `self.backward_D()`).
             self.env.update(self.effects.get(memo, ()))
+        shape = self.shapes.get(memo)
+        self.shape = shape if shape is None or receiver in (None, "self") else tuple(
+            outward_reach(r, receiver) for r in shape)
         return found if receiver in (None, "self") else outward_reach(found, receiver)
 
     def _fields(self, receiver: Optional[str]) -> dict[str, Reach]:
@@ -584,12 +607,17 @@ class Tracer(Freezes):
                                                          *function.params.kwonly_params)
                          if p.name.value not in bound and p.default is not None and constant(p.default))
         inner.effects = self.effects
+        inner.shapes = self.shapes
         inner.block(block_of(function.body))
         self.effects[memo] = tuple((key, value) for key, value in inner.env.items()
                                    if key.startswith("self.") and fields.get(key) is not value)
         returned = union(CLEAN, *inner.returns)
+        shape = _shape(inner.elements) if len(inner.elements) == len(inner.returns) else None
         # `@torch.no_grad()` over the function: nothing it computes carries a graph.
-        return cut(returned) if any(self._no_grad_decorator(d.decorator) for d in function.decorators) else returned
+        if any(self._no_grad_decorator(d.decorator) for d in function.decorators):
+            returned, shape = cut(returned), None if shape is None else tuple(cut(r) for r in shape)
+        self.shapes[memo] = shape
+        return returned
 
     def _no_grad_decorator(self, decorator: cst.BaseExpression) -> bool:
         if isinstance(decorator, cst.Call):
@@ -603,6 +631,23 @@ def constant(node: cst.BaseExpression) -> bool:
         node = node.expression
     return (isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.BaseString))
             or isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
+
+
+Shape = tuple[Reach, ...]
+
+
+def _displayed(node: cst.BaseExpression) -> Optional[list[cst.BaseExpression]]:
+    """The elements of a tuple or list display without a starred one, else None."""
+    if not isinstance(node, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement) for e in node.elements):
+        return None
+    return [e.value for e in node.elements]
+
+
+def _shape(elements: list[Optional[Shape]]) -> Optional[Shape]:
+    """Per position, what every return's tuple reaches there, if all return tuples of one length."""
+    if not elements or any(e is None or len(e) != len(elements[0] or ()) for e in elements):
+        return None
+    return tuple(union(CLEAN, *parts) for parts in zip(*(e for e in elements if e is not None)))
 
 
 def _pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> Optional[list[tuple[cst.BaseExpression,
