@@ -132,7 +132,7 @@ class Members:
     def _plain(self, targets: Sequence[cst.BaseExpression], value: cst.BaseExpression) -> None:
         """Whether each `self.X` assigned keeps holding no graph (plain.py); `obj.X = ...` on any
         other object may set anything."""
-        for target in targets:
+        for target, assigned in _paired(targets, value):  # `self.gamma, self.tau = gamma, tau`
             if isinstance(target, (cst.Tuple, cst.List)):  # `self.a, self.b = f()`: each may be anything
                 self._plain([e.value for e in target.elements], cst.Name("_"))
                 continue
@@ -141,7 +141,7 @@ class Members:
             if type(target.value) is cst.Name and target.value.value == "self" and self.cls is not None:
                 names = self._plain_parameters()
                 key = receiver_key(target)
-                self.cls.plain[key] = self.cls.plain.get(key, True) and plain(value, names, self.info.qualify)
+                self.cls.plain[key] = self.cls.plain.get(key, True) and plain(assigned, names, self.info.qualify)
             else:
                 self.info.set_from_outside.add(target.attr.value.lstrip("_"))
 

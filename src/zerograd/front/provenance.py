@@ -286,6 +286,11 @@ class Tracer(Freezes):
             self._bind(node.target, union(self.value(node.target), self.value(node.value)))
         elif isinstance(node, cst.Expr) and isinstance(node.value, (cst.ListComp, cst.GeneratorExp)):
             self._freezes(comprehension_freezes(node.value))  # `[p.requires_grad_(False) for p in D.parameters()]`
+        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and _collects(node.value, self.env, self.key):
+            # `losses.append(q_net(x))`: the list holds what it is handed, beside what it held.
+            func = node.value.func
+            assert isinstance(func, cst.Attribute)
+            self._bind(func.value, union(self.value(func.value), *(self.value(a.value) for a in node.value.args)))
         elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call):
             # `self.update(batch)`: what it hands over is recorded; its return is not used, but
             # what a method of the object leaves in its attributes is (`self.forward()`).
@@ -302,6 +307,10 @@ class Tracer(Freezes):
                 self._bind(element.value, value)
         elif isinstance(target, (cst.Name, cst.Attribute, cst.Subscript)):
             self.env[self.key(target)] = value
+            container = target.value if isinstance(target, cst.Subscript) else None
+            if isinstance(container, (cst.Name, cst.Attribute)) and self.key(container) in self.env:
+                # `losses["g"] = g_loss`: the dict holds it too (`sum(losses.values())`).
+                self.env[self.key(container)] = union(self.env[self.key(container)], value)
             if isinstance(target, cst.Name):
                 self.entries.pop(target.value, None)
                 self.gathered.pop(target.value, None)
@@ -634,6 +643,14 @@ def constant(node: cst.BaseExpression) -> bool:
 
 
 Shape = tuple[Reach, ...]
+_COLLECTING = frozenset({"append", "extend", "insert", "add", "appendleft"})
+
+
+def _collects(call: cst.Call, env: Mapping[str, Reach], key: Key) -> bool:
+    """`xs.append(v)` on a container the scope built (`xs = []`)."""
+    func = call.func
+    return (isinstance(func, cst.Attribute) and func.attr.value in _COLLECTING
+            and isinstance(func.value, (cst.Name, cst.Attribute)) and key(func.value) in env)
 
 
 def _displayed(node: cst.BaseExpression) -> Optional[list[cst.BaseExpression]]:
