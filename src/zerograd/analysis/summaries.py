@@ -19,7 +19,7 @@ from typing import Any, Optional
 from .conditions import given_facts, given_tests
 from .flow import OUT, START, State, cross, relink, relinked, transfer
 from .graph import Chain, Graph, Summary, summarize
-from .keys import HANDED, INVARIANT, counter_of, rebase, rename, root_of
+from .keys import HANDED, INVARIANT, counter_of, rebase, rename, root_of, unrelated
 from .model import Call, Event, Function, Kind, Program, Test, nodes_of
 from .verdicts import Verdict, judge_contamination, judge_step
 
@@ -153,6 +153,13 @@ class Analyzer:
             if key is not None:
                 out.clears.setdefault(key, (call.site,) + chain)
         out.spares = {k for k in (outward(t, call, callee) for t in inner.spares) if k is not None}
+        if inner.maybe:
+            # The callee's possible clears (`self.model.zero_grad()`) are judged in its own words:
+            # an optimizer it steps over none of those modules is one they miss, whatever the
+            # caller knows of it (no branch skips a clear that never was one: ZG001, not ZG004).
+            links = self.program.links_of(fid)
+            missed = (t for t in inner.steps if links.get(t) and all(unrelated(m, t, links) for m in inner.maybe))
+            out.spares |= {k for k in (outward(t, call, callee) for t in missed) if k is not None}
         for target, (chain, keeps) in inner.parts.items():
             key = outward(target, call, callee)
             if key is not None:
