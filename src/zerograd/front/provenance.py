@@ -28,6 +28,7 @@ from ..analysis.model import Reach
 from ..analysis.reach import CLEAN, OPAQUE, coupled, cut, inward_reach, outward_reach, union
 from ..knowledge.frameworks import Valued
 from ..knowledge.values import NEW_TENSOR_METHODS, RECEIVER_ONLY, SCALER_PASS, makes_leaf, runs_only_itself
+from .displays import Shape, collects, displayed, elements, shape_of, tuple_pairs
 from .freezing import Freezes, comprehension_freezes, flag, gathered_freezes, gathers_parameters, loop_freezes
 from .literals import decided, literals_of
 from .naming import binds_self, block_of, bound_parameters, dotted, loss_of, receiver_key, suites
@@ -253,7 +254,7 @@ class Tracer(Freezes):
         self._calls(node)
         if isinstance(node, cst.Return):
             if node.value is not None:
-                shape = _displayed(node.value)
+                shape = displayed(node.value)
                 if shape is None:
                     self.returns.append(self.value(node.value))
                 else:
@@ -262,7 +263,7 @@ class Tracer(Freezes):
                     self.returns.append(union(CLEAN, *values))
             self.done = True
         elif isinstance(node, cst.Assign):
-            pairs = _pairs(node.targets[0].target, node.value) if len(node.targets) == 1 else None
+            pairs = tuple_pairs(node.targets[0].target, node.value) if len(node.targets) == 1 else None
             if pairs is not None:
                 # `q1, q2 = self.critic_q1(s), self.critic_q2(s)`: each name holds its own value.
                 reaches = [self.value(element) for _, element in pairs]
@@ -271,7 +272,7 @@ class Tracer(Freezes):
                 return
             self.shape = None
             value = self.value(node.value)
-            names = _displayed(node.targets[0].target) if len(node.targets) == 1 else None
+            names = displayed(node.targets[0].target) if len(node.targets) == 1 else None
             if names is not None and self.shape is not None and len(names) == len(self.shape):
                 for name, reach in zip(names, self.shape):
                     self._bind(name, self._unfrozen(reach))
@@ -286,7 +287,7 @@ class Tracer(Freezes):
             self._bind(node.target, union(self.value(node.target), self.value(node.value)))
         elif isinstance(node, cst.Expr) and isinstance(node.value, (cst.ListComp, cst.GeneratorExp)):
             self._freezes(comprehension_freezes(node.value))  # `[p.requires_grad_(False) for p in D.parameters()]`
-        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and _collects(node.value, self.env, self.key):
+        elif isinstance(node, cst.Expr) and isinstance(node.value, cst.Call) and collects(node.value, self.env, self.key):
             # `losses.append(q_net(x))`: the list holds what it is handed, beside what it held.
             func = node.value.func
             assert isinstance(func, cst.Attribute)
@@ -399,7 +400,7 @@ class Tracer(Freezes):
         if isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
             return self._comprehension(node)
         parts = [self.value(child) for child in node.children if isinstance(child, cst.BaseExpression)]
-        parts += [self.value(e.value) for e in _elements(node)]
+        parts += [self.value(e.value) for e in elements(node)]
         if isinstance(node, cst.BinaryOperation) and not isinstance(node.operator, _SUMS):
             return coupled(*parts)  # `alpha * log_prob`: each operand's gradient depends on the other
         return union(CLEAN, *parts)
@@ -621,7 +622,7 @@ class Tracer(Freezes):
         self.effects[memo] = tuple((key, value) for key, value in inner.env.items()
                                    if key.startswith("self.") and fields.get(key) is not value)
         returned = union(CLEAN, *inner.returns)
-        shape = _shape(inner.elements) if len(inner.elements) == len(inner.returns) else None
+        shape = shape_of(inner.elements) if len(inner.elements) == len(inner.returns) else None
         # `@torch.no_grad()` over the function: nothing it computes carries a graph.
         if any(self._no_grad_decorator(d.decorator) for d in function.decorators):
             returned, shape = cut(returned), None if shape is None else tuple(cut(r) for r in shape)
@@ -640,49 +641,6 @@ def constant(node: cst.BaseExpression) -> bool:
         node = node.expression
     return (isinstance(node, (cst.Integer, cst.Float, cst.Imaginary, cst.BaseString))
             or isinstance(node, cst.Name) and node.value in ("True", "False", "None"))
-
-
-Shape = tuple[Reach, ...]
-_COLLECTING = frozenset({"append", "extend", "insert", "add", "appendleft"})
-
-
-def _collects(call: cst.Call, env: Mapping[str, Reach], key: Key) -> bool:
-    """`xs.append(v)` on a container the scope built (`xs = []`)."""
-    func = call.func
-    return (isinstance(func, cst.Attribute) and func.attr.value in _COLLECTING
-            and isinstance(func.value, (cst.Name, cst.Attribute)) and key(func.value) in env)
-
-
-def _displayed(node: cst.BaseExpression) -> Optional[list[cst.BaseExpression]]:
-    """The elements of a tuple or list display without a starred one, else None."""
-    if not isinstance(node, (cst.Tuple, cst.List)) or any(isinstance(e, cst.StarredElement) for e in node.elements):
-        return None
-    return [e.value for e in node.elements]
-
-
-def _shape(elements: list[Optional[Shape]]) -> Optional[Shape]:
-    """Per position, what every return's tuple reaches there, if all return tuples of one length."""
-    if not elements or any(e is None or len(e) != len(elements[0] or ()) for e in elements):
-        return None
-    return tuple(union(CLEAN, *parts) for parts in zip(*(e for e in elements if e is not None)))
-
-
-def _pairs(target: cst.BaseExpression, value: cst.BaseExpression) -> Optional[list[tuple[cst.BaseExpression,
-                                                                                         cst.BaseExpression]]]:
-    """A tuple assigned element by element (no starred element on either side), else None."""
-    if not (isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List))):
-        return None
-    if len(target.elements) != len(value.elements) or any(
-            isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
-        return None
-    return [(t.value, v.value) for t, v in zip(target.elements, value.elements)]
-
-
-def _elements(node: cst.CSTNode) -> list[Union[cst.BaseElement, cst.BaseDictElement]]:
-    """The values a display holds (a dict's values: `{"q": q_value}` carries q_value's graph)."""
-    if isinstance(node, (cst.Tuple, cst.List, cst.Set, cst.Dict)):
-        return list(node.elements)
-    return []
 
 
 def _calls_in(node: cst.CSTNode, elsewhere: tuple[type[cst.CSTNode], ...] = (cst.Lambda,)) -> list[cst.Call]:
