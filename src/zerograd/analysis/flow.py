@@ -272,8 +272,13 @@ def _misses(reach: Optional[Reach], target: str, links: dict[str, frozenset[str]
     held = links.get(target)
     if reach is None or reach.opaque or not reach.modules or not held:
         return False
-    others = [links[other] for other in trained if other != target and links.get(other)]
+    others = _others(target, links, trained)
     return all(not related(m, held) and any(related(m, theirs) for theirs in others) for m in reach.modules)
+
+
+def _others(target: str, links: dict[str, frozenset[str]], trained: frozenset[str]) -> list[frozenset[str]]:
+    """What each other optimizer the scope steps holds, where known."""
+    return [links[other] for other in trained if other != target and links.get(other)]
 
 
 def _disjoint(other: str, target: str, links: dict[str, frozenset[str]]) -> bool:
@@ -320,17 +325,17 @@ def _weak(reach: Optional[Reach], target: str, links: dict[str, frozenset[str]],
         return False
     if reach.opaque and not any(related(m, held) for m in reach.modules):
         return True
-    others = [links[other] for other in trained if other != target and links.get(other)]
-    return any(related(m, theirs) for m in reach.modules for theirs in others)
+    return any(related(m, theirs) for m in reach.modules for theirs in _others(target, links, trained))
 
 
 @lru_cache(maxsize=CACHED)
 def _spared(held: Held, other: str) -> Held:
     """Another optimizer's clear: its later step applies none of what is here now."""
-    if not any(c.weak and not c.applied and not c.first and other not in c.cleared for c in held):
+    def spares(c: Grad) -> bool:  # weak, unapplied, and no step yet
+        return c.weak and not c.applied and not c.first
+    if not any(spares(c) and other not in c.cleared for c in held):
         return held
-    return frozenset(c._replace(cleared=c.cleared | {other}) if c.weak and not c.applied and not c.first else c
-                     for c in held)
+    return frozenset(c._replace(cleared=c.cleared | {other}) if spares(c) else c for c in held)
 
 
 @lru_cache(maxsize=CACHED)

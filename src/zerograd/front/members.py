@@ -12,6 +12,7 @@ from typing import Optional
 import libcst as cst
 
 from ..knowledge.values import makes_leaf
+from .displays import tuple_pairs
 from .moduleinfo import ClassInfo, FunctionFacts, ModuleInfo
 from .naming import block_of, dotted, receiver_key, statements_of, targets_of
 from .plain import plain, plain_parameters
@@ -166,9 +167,5 @@ def _paired(targets: Sequence[cst.BaseExpression],
     """Each target with the value it is assigned: a tuple of targets unpacks a tuple of values
     of the same length element by element (no starred element)."""
     for target in targets:
-        if isinstance(target, (cst.Tuple, cst.List)) and isinstance(value, (cst.Tuple, cst.List)):
-            if len(target.elements) == len(value.elements) and not any(
-                    isinstance(e, cst.StarredElement) for e in (*target.elements, *value.elements)):
-                yield from zip((e.value for e in target.elements), (e.value for e in value.elements))
-        else:
-            yield target, value
+        pairs = tuple_pairs(target, value)
+        yield from [(target, value)] if pairs is None else pairs
