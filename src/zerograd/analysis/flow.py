@@ -177,8 +177,9 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind is Kind.BACKWARD:
         if _misses(event.reach, target, links, trained):
             # The loss reaches none of this optimizer's parameters: their .grad is as it was (a
-            # discriminator's loss accumulated across batches is nothing the generator's clear loses).
-            return s._replace(removed=_refilled(s.removed))
+            # discriminator's loss accumulated across batches is nothing the generator's clear loses),
+            # and a clear that emptied them before this backward still did (EMPTY stands).
+            return s
         # Earlier gradients keep the guard they passed: another loss's backward (a GAN's) does
         # not undo a skipped step. A loss backpropagated right after this optimizer's own clear
         # is one it cleared for (`actor.zero_grad(); critic.zero_grad(); loss.backward()`): never weak.
