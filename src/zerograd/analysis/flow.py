@@ -117,6 +117,9 @@ class State(NamedTuple):
     # Cleared by this optimizer's own clear, nothing added since: `.grad` is known to hold
     # nothing (an empty `held` at a scope's start is unknown: its first step leaves it stale).
     clean: bool = False
+    # The backwards (reach known) whose unapplied gradients this optimizer's own clear removed
+    # since its last step: its own loss of this update, even where another loss refilled .grad.
+    wiped: frozenset[Event] = frozenset()
 
     @property
     def read(self) -> Reading:
@@ -184,7 +187,8 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
         # not undo a skipped step. A loss backpropagated right after this optimizer's own clear
         # is one it cleared for (`actor.zero_grad(); critic.zero_grad(); loss.backward()`): never weak.
         weak = not s.clean and _weak(event.reach, target, links, trained)
-        return State(_added(s.held, event if event.reach is not None else None, weak), _refilled(s.removed), s.facts)
+        return State(_added(s.held, event if event.reach is not None else None, weak), _refilled(s.removed), s.facts,
+                     wiped=s.wiped)
     if kind is Kind.STEP and event.target == target:
         if s.clean and not s.held:  # a warm-up step after a clear applies nothing, leaves nothing
             return s._replace(removed=None)
@@ -247,7 +251,8 @@ def _handed_in(event: Event, s: State) -> State:
     is not empty. The destination is named in the words of the function that hands over (a
     parameter, often), so any optimizer may be the one over it: a possible clear, then a gradient."""
     refilled = _refilled(s.removed)
-    return State(_added(frozenset(), None), None if refilled is None else refilled._replace(maybe=None), s.facts)
+    return State(_added(frozenset(), None), None if refilled is None else refilled._replace(maybe=None), s.facts,
+                 wiped=s.wiped)
 
 
 def _same_sets(other: str, target: str, links: dict[str, frozenset[str]]) -> bool:
@@ -298,7 +303,9 @@ def _cleared(s: State, chain: Chain, zeroes: bool, restarts: bool) -> State:
         removed = _removal(chain, read.guard, zeroes, restarts or not read.owned)
     elif removed is not None and removed.maybe is not None:  # what a possible clear may have left
         removed = _removal(chain, removed.maybe, zeroes, restarts) or removed._replace(maybe=None)
-    return State(EMPTY, removed, s.facts, True)
+    unapplied = frozenset(c.backward for c in s.held
+                          if c.backward is not None and c.backward.reach is not None and not (c.applied or c.first))
+    return State(EMPTY, removed, s.facts, True, s.wiped | unapplied if unapplied else s.wiped)
 
 
 def _maybe_cleared(s: State) -> State:
@@ -309,7 +316,7 @@ def _maybe_cleared(s: State) -> State:
     read = s.read
     if read.pending:
         removed = (removed or Removal((), False, False, False))._replace(maybe=read.guard)
-    return State(EMPTY, removed, s.facts)
+    return State(EMPTY, removed, s.facts, wiped=s.wiped)
 
 
 @lru_cache(maxsize=CACHED)

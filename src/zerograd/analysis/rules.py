@@ -83,6 +83,7 @@ _CODE_OF_VERDICT = {
     "applied_twice": "ZG001",
     "stepped_twice": "ZG001",
     "contaminated": "ZG006",
+    "contaminated_instead": "ZG006",
 }
 
 
@@ -97,6 +98,9 @@ _VARIANTS = {
     "zeroed_before_step": "'{o}' is zeroed in place after backward() and before {o}.step() on some path, so the "
     "step still moves the weights (momentum, weight decay); set the gradients to None "
     "({o}.zero_grad(set_to_none=True)) or skip the step",
+    "contaminated_instead": "{o}.step() applies the gradients that {loss} (line {line}, stepped by '{other}') "
+    "left in its parameters, and none of its own loss's: a clear removed those before this step; clear {o} "
+    "before its own backward(), not between it and its step",
     "partially_cleared": "gradients of '{o}' are never cleared in this loop: the .grad write at line {line} "
     "clears only some of its parameters; call {o}.zero_grad() before backward() or after step()",
     "part_cleared": "gradients of '{o}' are never wholly cleared in this loop: the clear at line {line} leaves "

@@ -420,4 +420,4 @@ class _Carry:
 def _lift(s: State, site: int, facts: frozenset[tuple[str, int, bool]]) -> State:
     """A state out of a callee through its call at `site` (OUT: into the callee)."""
     removed = s.removed if s.removed is None else s.removed._replace(chain=relinked(s.removed.chain, site))
-    return State(relink(s.held, site), removed, facts)
+    return State(relink(s.held, site), removed, facts, wiped=s.wiped)

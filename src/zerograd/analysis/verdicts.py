@@ -102,16 +102,21 @@ def judge_contamination(chain: Chain, label: str, incoming: set[State], target: 
         return []
     found: dict[int, Verdict] = {}
     for s in incoming:
-        for event, other in _contaminations(stepped(s.read.window, SELF), target, mine, links):
-            found.setdefault(event.site, Verdict("contaminated", chain, target, label, event.site, other, event.label))
+        for event, other, instead in _contaminations(stepped(s.read.window, SELF), target, mine, links, s.wiped):
+            kind = "contaminated_instead" if instead else "contaminated"
+            found.setdefault(event.site, Verdict(kind, chain, target, label, event.site, other, event.label))
     return [found[site] for site in sorted(found)]
 
 
-def _contaminations(window: Window, target: str, mine: frozenset[str],
-                    links: dict[str, frozenset[str]]) -> list[tuple[Event, str]]:
+def _contaminations(window: Window, target: str, mine: frozenset[str], links: dict[str, frozenset[str]],
+                    wiped: frozenset[Event] = frozenset()) -> list[tuple[Event, str, bool]]:
     # `target`'s own losses: those it stepped first after, and those that reach only its sets,
-    # whoever stepped first (clear all, backpropagate all, step all: issue 47).
-    own = {event for event, first in window if first == SELF or _mine_only(event, mine, links.get(first))}
+    # whoever stepped first (clear all, backpropagate all, step all: issue 47). `wiped`: those its
+    # own clear removed before this step (a module-wide clear between its backward and its step),
+    # which the other loss's gradients stand in for (`instead`: the step applies no loss of its own).
+    held = {event for event, first in window if first == SELF or _mine_only(event, mine, links.get(first))}
+    own = held | {event for event in wiped if any(_mine_only(event, mine, links.get(first)) for _, first in window)}
+    instead = not held
     found = []
     for event, first in window:
         reach = event.reach
@@ -120,14 +125,14 @@ def _contaminations(window: Window, target: str, mine: frozenset[str],
         if first != SELF:  # (a)
             theirs = links.get(first)
             if theirs and _foreign(reach, mine, theirs) and own:
-                found.append((event, first))
+                found.append((event, first, instead))
             continue
         for other, theirs in links.items():  # (b)
             if other == target or not theirs or not _foreign(reach, mine, theirs):
                 continue
             alone = all(e is event or e.reach is None or not _touches(e.reach.modules, theirs) for e, _ in window)
             if alone and any(_own_loss(e, mine, theirs) for e in own - {event}):
-                found.append((event, other))
+                found.append((event, other, instead))
                 break
     return found
 
