@@ -79,8 +79,8 @@ class Analyzer:
         self.program = program
         self.graphs: dict[tuple[int, bool, Funcs], Graph] = {}
         self._trained: dict[int, frozenset[str]] = {}
-        self.memo: dict[tuple[int, str, State, Funcs], Outcome] = {}
-        self.active: set[tuple[int, str, State, Funcs]] = set()
+        self.memo: dict[tuple[int, str, State, Funcs, frozenset[str]], Outcome] = {}
+        self.active: set[tuple[int, str, State, Funcs, frozenset[str]]] = set()
         self.statics: dict[tuple[int, Funcs], Summary] = {}
         self.caches: dict[tuple[int, Funcs], dict[int, Summary]] = {}  # per-node summaries, shared
         self.held: dict[int, list[tuple[Any, ...]]] = {}  # fid -> its keys in graphs, caches, memo
@@ -201,9 +201,12 @@ class Analyzer:
             self._hold(key)
         return self.graphs[key]
 
-    def run(self, fid: int, target: str, entry: State, funcs: Funcs, repeat: bool = False) -> Outcome:
+    def run(self, fid: int, target: str, entry: State, funcs: Funcs, repeat: bool = False,
+            outer: frozenset[str] = frozenset()) -> Outcome:
         """The fixed point of one scope from one entry state: a worklist of (node, state) pairs,
-        each state set only growing, so it ends; the budget makes sure it ends soon."""
+        each state set only growing, so it ends; the budget makes sure it ends soon. `outer`: the
+        optimizers the callers step, in this scope's words (a loss a helper backpropagates is
+        another optimizer's as much as one of the caller's own statements)."""
         graph = self.graph(fid, repeat, funcs)
         states: list[set[State]] = [set() for _ in graph.nodes]
         states[graph.head].add(entry)
@@ -211,7 +214,7 @@ class Analyzer:
         outcome = Outcome()
         joins = _Joins() if self.coarse else None
         links = self.program.links_of(fid)
-        trained = self.trained(fid)
+        trained = self.trained(fid) | outer
         while work:
             self.work += 1
             if self.work > self.budget:
@@ -225,7 +228,7 @@ class Analyzer:
                     outcome.steps.setdefault((item.site,), (item, set()))[1].add(state)
                 outs = [transfer(item, state, target, links, trained)]
             elif isinstance(item, Call):
-                outs = self.apply(item, state, target, funcs, outcome)
+                outs = self.apply(item, state, target, funcs, outcome, trained)
             else:
                 outs = [state]
             for out in outs:
@@ -239,7 +242,8 @@ class Analyzer:
         outcome.exits = states[graph.end]
         return outcome
 
-    def apply(self, call: Call, state: State, target: str, funcs: Funcs, outcome: Outcome) -> list[State]:
+    def apply(self, call: Call, state: State, target: str, funcs: Funcs, outcome: Outcome,
+              trained: frozenset[str] = frozenset()) -> list[State]:
         """A call: the callee's summary for the state that enters it, re-rooted at the call."""
         fid = self.callee(call, funcs)
         if fid is None:
@@ -255,14 +259,15 @@ class Analyzer:
         entry = carry.enter(state)
         if call.values:
             entry = entry._replace(facts=entry.facts | given_facts(self._given(fid), dict(call.values)))
-        key = (fid, inner_target, entry, handed)
+        outer = frozenset(o for o in (inward(t, call, callee) for t in trained) if o != NOBODY)
+        key = (fid, inner_target, entry, handed, outer)
         if key in self.active:
             return [state]  # recursion: the call adds nothing the path into it did not hold
         found = self.memo.get(key)
         if found is None:
             self.active.add(key)
             try:
-                found = self.memo[key] = self.run(fid, inner_target, entry, handed)
+                found = self.memo[key] = self.run(fid, inner_target, entry, handed, outer=outer)
                 self._hold(key)
             finally:
                 self.active.discard(key)
@@ -302,7 +307,8 @@ class Analyzer:
             entry = START._replace(facts=frozenset((key, phase, True) for key, phase in phases))
         graph = self.graph(fid, function.step_function, ())
         self.budget = max(MAX_WORK, WORK_PER_NODE * len(graph.nodes))
-        outcome = self.run(fid, target, entry, (), repeat=function.step_function)
+        outcome = self.run(fid, target, entry, (), repeat=function.step_function,
+                           outer=frozenset(self.static(fid).steps))
         verdicts: list[Verdict] = []
         for chain, (event, states) in sorted(outcome.steps.items()):
             # Named in this scope's words (a hand-over by the module whose gradients it hands).
