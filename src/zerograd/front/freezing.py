@@ -69,19 +69,66 @@ def comprehension_freezes(node: Union[cst.ListComp, cst.GeneratorExp]) -> list[F
 
 def freezer(function: cst.FunctionDef) -> Optional[tuple[str, Union[str, bool]]]:
     """(the module parameter, the flag parameter or a literal) of a function whose own loop over
-    one of its parameters' `.parameters()` sets `requires_grad`."""
+    one of its parameters' `.parameters()` sets `requires_grad`, or whose loop over a parameter
+    holding modules does so for each (`for net in nets: if net is not None: for p in
+    net.parameters(): p.requires_grad = flag`, pix2pix's `set_requires_grad`)."""
     names = set(positional(function))
     for statement in block_of(function.body):
-        net = _owner(statement.iter, ("parameters",)) if isinstance(statement, cst.For) else None
-        if not isinstance(statement, cst.For) or not isinstance(net, cst.Name) or net.value not in names:
+        if not isinstance(statement, cst.For):
             continue
-        for value, method in _settings(statement.body, statement.target):
-            if isinstance(value, cst.Name) and value.value in names:
-                return net.value, value.value
-            literal = flag(value, True if method else None)
-            if literal is not None:
-                return net.value, literal
+        net = _owner(statement.iter, ("parameters",))
+        if isinstance(net, cst.Name) and net.value in names:
+            found = _set_to(statement, names)
+            if found is not None:
+                return net.value, found
+        elif isinstance(statement.iter, cst.Name) and statement.iter.value in names:
+            for inner in _loops(statement.body):
+                owner = _owner(inner.iter, ("parameters",))
+                found = _set_to(inner, names) if owner is not None and owner.deep_equals(statement.target) else None
+                if found is not None:
+                    return statement.iter.value, found
     return None
+
+
+def _set_to(loop: cst.For, names: set[str]) -> Optional[Union[str, bool]]:
+    """What a loop over parameters sets `requires_grad` to: a parameter's name or a literal."""
+    for value, method in _settings(loop.body, loop.target):
+        if isinstance(value, cst.Name) and value.value in names:
+            return value.value
+        literal = flag(value, True if method else None)
+        if literal is not None:
+            return literal
+    return None
+
+
+def _loops(body: cst.BaseSuite) -> Iterator[cst.For]:
+    """The loops of a body, its own or under an `if` (`if net is not None:`)."""
+    for statement in block_of(body):
+        if isinstance(statement, cst.For):
+            yield statement
+        elif isinstance(statement, cst.If):
+            yield from _loops(statement.body)
+
+
+# Calls a helper may make that leave every parameter's `requires_grad` as it was.
+_INERT = frozenset({"isinstance", "len", "list", "tuple", "print", "range", "enumerate", "zip"})
+
+
+def sets_module_attribute(function: cst.FunctionDef) -> bool:
+    """A function whose only `requires_grad` writes go to an attribute of the modules themselves
+    (`net.requires_grad = flag`), which freezes nothing: PyTorch reads the flag of each parameter,
+    not of a module. No call of its can reach the parameters (no `.parameters()`, no
+    `requires_grad_()`, no other function)."""
+    writes = False
+    stack: list[cst.CSTNode] = [function.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Call) and (not isinstance(node.func, cst.Name) or node.func.value not in _INERT):
+            return False
+        if isinstance(node, cst.AssignTarget) and isinstance(node.target, cst.Attribute):
+            writes = writes or node.target.attr.value == "requires_grad"
+        stack.extend(node.children)
+    return writes
 
 
 def context_freezer(init: Optional[cst.FunctionDef], enter: Optional[cst.FunctionDef]) -> Optional[tuple[str, bool]]:
@@ -207,19 +254,23 @@ class Freezes:
         self._freeze([bound[found[1]]], False)
         return self.frozen - before
 
-    def _helper_freeze(self, call: cst.Call) -> None:
+    def _helper_freeze(self, call: cst.Call) -> bool:
         """A function of ours that sets what its module parameter's parameters require
-        (`toggle_grad(D, False)`: `for p in model.parameters(): p.requires_grad_(flag)`)."""
+        (`toggle_grad(D, False)`: `for p in model.parameters(): p.requires_grad_(flag)`); whether
+        its body decided it (a freeze, or `net.requires_grad = flag`, which freezes nothing)."""
         callee = self.resolve(call.func) if self.resolve is not None else None
         if callee is None:
-            return
+            return False
         found = freezer(callee[0])
-        bound = bound_parameters(callee[0], call.args, binds_self(callee[0], callee[1])) if found is not None else None
-        if found is None or bound is None or found[0] not in bound:
-            return
+        if found is None:
+            return sets_module_attribute(callee[0])
+        bound = bound_parameters(callee[0], call.args, binds_self(callee[0], callee[1]))
+        if bound is None or found[0] not in bound:
+            return False
         module, setting = found
         value = setting if isinstance(setting, bool) else flag(bound[setting], None) if setting in bound else None
         self._freeze([bound[module]], value)
+        return True
 
     def _toggle(self, optimizer: str, on: bool) -> None:
         """Lightning's `self.toggle_optimizer(opt)`: every parameter of the other optimizers that

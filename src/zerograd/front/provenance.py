@@ -333,10 +333,11 @@ class Tracer(Freezes):
                 self._toggle(self.key(call.args[0].value), name == _TOGGLES[0])
             elif isinstance(func, cst.Attribute) and name == "requires_grad_":
                 self._freeze([func.value], flag(call.args[0].value if call.args else None, True))
+            elif isinstance(func, (cst.Name, cst.Attribute)) and call.args and self._helper_freeze(call):
+                pass  # what a function of ours does, read in its body
             elif "requires_grad" in name and len(call.args) >= 2:
+                # A helper out of view, by its name (`set_requires_grad(nets, False)`).
                 self._freeze([call.args[0].value], flag(call.args[1].value, None))
-            elif isinstance(func, (cst.Name, cst.Attribute)) and self.resolve is not None and call.args:
-                self._helper_freeze(call)
 
     def _forms(self, node: cst.BaseExpression) -> set[str]:
         """A module as written and as its alias stands for (`netd = self.netd`): an optimizer's
