@@ -285,6 +285,8 @@ class Collector(Members):
             elif isinstance(target, cst.Attribute) and self.cls is not None and receiver_key(target).startswith("self."):
                 self.holdings.bind(id(self.cls), receiver_key(target), value, self._scope(), self._shared())
                 self.cls.assigned.add(receiver_key(target))
+        if isinstance(value, cst.ListComp) and len(targets) == 1 and isinstance(targets[0], (cst.Name, cst.Attribute)):
+            self._built_per_entry(receiver_key(targets[0]), value)
         if not isinstance(value, cst.Call):
             return
         self._from_builder(targets, value)
@@ -360,6 +362,21 @@ class Collector(Members):
             else:
                 self.facts.instances[key] = qualified
                 self.facts.built[key] = value
+
+    def _built_per_entry(self, key: str, value: cst.ListComp) -> None:
+        """`self.q_optims = [Adam(q.parameters()) for q in self.q_nets]`: every entry is an
+        optimizer over the matching entry of the modules (`self.q_optims[*]` holds `self.q_nets[*]`,
+        the entry a loop or a computed index picks, as `for q in self.q_nets: q(x)` calls it)."""
+        loop, built = value.for_in, value.elt
+        if (loop.inner_for_in is not None or loop.ifs or not isinstance(built, cst.Call)
+                or not isinstance(loop.target, cst.Name) or not isinstance(loop.iter, (cst.Name, cst.Attribute))
+                or not is_optimizer_callee(self.info.qualify(built.func) or "")
+                or parameters_owners(built) != [loop.target.value]):
+            return
+        table, entry, held = self.info.table, f"{key}[*]", f"{receiver_key(loop.iter)}[*]"
+        table.built.add(entry)
+        table.links.setdefault(entry, set()).add(held)
+        table.builds.setdefault((self._scope(), entry), set()).add(frozenset({held}))
 
     def _maybe_built(self, key: str, value: cst.Call) -> None:
         """A call of a class we cannot see (`self._optimizer_cls(self.policy.parameters())`,

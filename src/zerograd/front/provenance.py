@@ -323,10 +323,12 @@ class Tracer(Freezes):
         for call in _calls_in(node):
             func = call.func
             name = func.attr.value if isinstance(func, cst.Attribute) else dotted(func) or ""
+            # What was frozen when the loss was computed is cut at its calls; a freeze after the
+            # forward (before the backward) leaves the graph as it was built.
             if isinstance(func, cst.Attribute) and name in _BACKWARD:
-                self.found[id(call)] = self._unfrozen(self.value(loss_of(call, func)))
+                self.found[id(call)] = self.value(loss_of(call, func))
             elif name.endswith("autograd.backward") and call.args:
-                self.found[id(call)] = self._unfrozen(self.value(call.args[0].value))
+                self.found[id(call)] = self.value(call.args[0].value)
             elif isinstance(func, cst.Attribute) and name == "detach_" and isinstance(func.value, (cst.Name, cst.Attribute)):
                 self.env[self.key(func.value)] = cut(self.value(func.value))  # detached in place
             elif isinstance(func, cst.Attribute) and name in _TOGGLES and call.args:
@@ -353,6 +355,9 @@ class Tracer(Freezes):
             else:
                 self.entries.pop(target.value, None)
 
+    def _of_modules(self, iterable: cst.BaseExpression) -> bool:
+        return isinstance(iterable, (cst.Name, cst.Attribute)) and related(self.key(iterable) + "[*]", self.modules)
+
     def _comprehension(self, node: Union[cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp]) -> Reach:
         """`[q(x) for q in self.q_nets]`: the targets hold what the iterable holds, each an entry
         of it, for the element only (a comprehension is a scope of its own)."""
@@ -360,9 +365,12 @@ class Tracer(Freezes):
         parts = []
         clause: Optional[cst.CompFor] = node.for_in
         while clause is not None:
-            parts.append(self.value(clause.iter))
-            self._bind(clause.target, parts[-1])
+            iterated = self.value(clause.iter)
+            self._bind(clause.target, iterated)
             self._entry(clause.target, clause.iter)
+            # Entries of a collection of modules optimizers hold (`for q in self.q_nets`) are what
+            # calling them reaches; the collection read as a value adds nothing unknown.
+            parts.append(CLEAN if self._of_modules(clause.iter) else iterated)
             clause = clause.inner_for_in
         if isinstance(node, cst.DictComp):
             parts += [self.value(node.key), self.value(node.value)]
