@@ -204,7 +204,7 @@ def transfer(event: Event, s: State, target: str, links: dict[str, frozenset[str
     if kind is Kind.CLEAR and event.target == target and event.sets is not None:
         return s._replace(held=_part_cleared(s.held, event.sets, event.keeps))
     if kind is Kind.CLEAR and event.target is not None and covers(event.target, target):
-        return _cleared(s, (event.site,), event.zeroes, event.restarts)
+        return _cleared(s, (event.site,), event.zeroes, event.restarts, links.get(target))
     if kind is Kind.CLEAR and event.target is not None and target not in event.spares and shares(event.target, target, links):
         # Another optimizer over some of the same parameters, or a holder of this one (a container
         # of optimizers): a possible clear of this one.
@@ -293,12 +293,18 @@ def _disjoint(other: str, target: str, links: dict[str, frozenset[str]]) -> bool
     return bool(mine and theirs) and not any(related(m, theirs) for m in mine)
 
 
-def _cleared(s: State, chain: Chain, zeroes: bool, restarts: bool) -> State:
+def _cleared(s: State, chain: Chain, zeroes: bool, restarts: bool, mine: Optional[frozenset[str]] = None) -> State:
     """The optimizer's clear: what no step applied is lost (rules.md v3 EMPTY, LOST), unless
-    nothing was (the earlier loss stands)."""
+    nothing was (the earlier loss stands). Outside a window, gradients of losses that another
+    optimizer stepped first on and whose known reach touches none of `mine` (this optimizer's
+    modules) were that optimizer's losses (an actor's, pending for the encoder's optimizer):
+    clearing them before this one's own loss is what the clear is for, and proves no removal,
+    whatever the next backward reaches."""
     read = s.read
     removed = s.removed
-    if read.pending:
+    if read.pending and read.guard == NO_GUARD and mine and all(c.applied or _others_loss(c, mine) for c in s.held):
+        pass
+    elif read.pending:
         # By the manifest rule a loss of unknown reach proves no window lost (read.owned).
         removed = _removal(chain, read.guard, zeroes, restarts or not read.owned)
     elif removed is not None and removed.maybe is not None:  # what a possible clear may have left
@@ -306,6 +312,11 @@ def _cleared(s: State, chain: Chain, zeroes: bool, restarts: bool) -> State:
     unapplied = frozenset(c.backward for c in s.held
                           if c.backward is not None and c.backward.reach is not None and not (c.applied or c.first))
     return State(EMPTY, removed, s.facts, True, s.wiped | unapplied if unapplied else s.wiped)
+
+
+def _others_loss(c: Grad, mine: frozenset[str]) -> bool:
+    reach = c.backward.reach if c.first and c.backward is not None else None
+    return reach is not None and not any(related(m, mine) for m in reach.modules)
 
 
 def _maybe_cleared(s: State) -> State:
