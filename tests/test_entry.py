@@ -59,3 +59,11 @@ def test_a_parameter_declared_a_number_or_only_read_holds_no_graph() -> None:
     undeclared = declared.replace("gamma: float, tau=0.5", "gamma, tau")
     assert codes(declared) == ["ZG006"]
     assert codes(undeclared) == ["ZG006"]
+
+
+def test_a_call_handed_to_an_expression_statement_records_what_it_hands() -> None:
+    # Session 33: `print(self.update(...))` hands the actor's graph as `update`'s batch as much
+    # as `self.update(...)` alone does (drqv2's `metrics.update(self.update_critic(obs))`).
+    handed = AGENT.replace(CALL, "            s, a, r = batch\n            print(self.update((s, self.actor(s), r)))\n")
+    assert codes(handed) == []
+    assert codes(handed.replace("self.actor(s), r)))", "self.actor(s).detach(), r)))")) == ["ZG006"]

@@ -299,6 +299,11 @@ class Tracer(Freezes):
             if callee is not None and (self.record is not None or callee[1] == "self"):
                 self._summary(node.value, [self.value(a.value) for a in node.value.args], callee,
                               follow=callee[1] == "self")
+            elif callee is None and self.record is not None:
+                # `metrics.update(self.update_critic(obs, ...))`: the calls of ours it is handed
+                # record what their parameters receive, as they would in an assignment.
+                for arg in node.value.args:
+                    self.value(arg.value)
 
     def _bind(self, target: cst.BaseExpression, value: Reach) -> None:
         if self.cutting:
