@@ -62,6 +62,9 @@ Summaries = dict[Summary, Reach]
 Call = tuple[int, dict[str, Reach], frozenset[str]]
 _WHOLE = frozenset({"self"})
 FROZEN = "*frozen"  # a recorded call's entry: the modules frozen at the call (Reach.modules)
+# A recorded call's entry `criterion()`: the parameter is handed an instance of a class that, called,
+# runs only itself (`nn.CrossEntropyLoss()`, knowledge/values.runs_only_itself) at every call.
+CALLED = "()"
 _SUMS = (cst.Add, cst.Subtract)  # operators whose operands' gradients are independent
 
 
@@ -464,6 +467,8 @@ class Tracer(Freezes):
             summary = self._exported(node, args)
         if summary is not None:
             return self._unfrozen(summary)  # the modules it calls record no graph while frozen here
+        if isinstance(func, cst.Name) and func.value + CALLED in self.env:
+            return coupled(CLEAN, *args)  # a parameter every call hands a torch.nn loss or layer
         if isinstance(func, cst.Name):
             # A function of ours may run any module, and so may an entry of a collection or a
             # parameter of the scope no optimizer holds (`model(x)`, `criterion(y, t)`); a
@@ -580,6 +585,9 @@ class Tracer(Freezes):
             modules = frozenset(inward(m, receiver) for m in modules) | (_WHOLE if inside else frozenset())
         if self.record is not None:
             recorded = {param: reach for param, reach in zip(bound, args) if param not in handed}
+            recorded.update((param + CALLED, CLEAN) for param, arg in bound.items()
+                            if param not in handed and isinstance(arg, (cst.Name, cst.Attribute))
+                            and runs_only_itself(self.instances.get(self.key(arg), "")))
             if receiver == "self":  # and what the object's attributes hold at the call (`self.fake`)
                 recorded.update(fields)
                 recorded[FROZEN] = Reach(frozenset(self.frozen), frozenset(), False)  # and what is frozen
@@ -688,8 +696,8 @@ def trace(body: Sequence[cst.CSTNode], modules: frozenset[str], key: Key, params
     the module's function summaries so far, at most `limit`; `entry`: what some parameters hold
     on entry (what every call of the function hands them); `record` gathers the scope's calls."""
     tracer = Tracer(modules, key, params, ours, names, resolve, 0, summaries, limit, function)
-    tracer.env.update((name if "." in name else key(cst.Name(name)), reach) for name, reach in (entry or {}).items()
-                      if name != FROZEN)
+    tracer.env.update((name if "." in name or name.endswith(CALLED) else key(cst.Name(name)), reach)
+                      for name, reach in (entry or {}).items() if name != FROZEN)
     tracer.frozen = set(entry[FROZEN].modules) if entry and FROZEN in entry else set()
     tracer.record = record
     tracer.optimizers = optimizers or {}

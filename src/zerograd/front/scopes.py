@@ -49,7 +49,7 @@ from .naming import (
     written,
 )
 from .plain import data_parameters, plain_parameters
-from .provenance import FROZEN, SUMMARIES, Call, Callee, Names, Resolver, Summaries, Tracer, constant, trace
+from .provenance import CALLED, FROZEN, SUMMARIES, Call, Callee, Names, Resolver, Summaries, Tracer, constant, trace
 from .receivers import Receivers
 from .sites import Sites
 from .walk import nodes_in
@@ -175,6 +175,10 @@ class Builder(Receivers, Windows):
             # `self.backward_G()`).
             frozen = frozenset.intersection(*(bound[FROZEN].modules if FROZEN in bound else frozenset()
                                               for bound, _ in calls))
+            # The parameters every call hands a torch.nn loss or layer (`criterion`): calling
+            # them runs nothing else.
+            found.update((key, CLEAN) for key in set.intersection(*({k for k in bound if k.endswith(CALLED)}
+                                                                      for bound, _ in calls)))
             if frozen:
                 found[FROZEN] = Reach(frozen, frozenset(), False)
             if found:
@@ -208,8 +212,9 @@ class Builder(Receivers, Windows):
 
     def _instances(self, function: Optional[cst.FunctionDef]) -> dict[str, str]:
         """`self.X` -> the class it was built from, in the class of method `function` and its bases;
-        and the function's own locals built from a class (`criterion = GANLoss()`)."""
-        facts = self.info.facts.get(id(function)) if function is not None else None
+        and the function's own locals built from a class (`criterion = GANLoss()`); the module
+        body's, for its statements."""
+        facts = self.info.facts.get(id(function)) if function is not None else self.info.module
         if facts is None:
             return {}
         own = dict(facts.instances)
