@@ -57,3 +57,14 @@ def test_another_optimizers_loss_is_named_as_written() -> None:
     assert "actor_loss.backward() (line 27, stepped by 'self._actor_optimizer')" in handed
     scaled = messages("zg006_library_values.py")[34]
     assert "that self.scaler.scale(actor_loss).backward() (line 32" in scaled
+
+
+def test_whose_loss_it_is_says_how_it_is_known() -> None:
+    """ZG006 says "stepped by" only where the other optimizer stepped first; where this one
+    stepped first and the loss is the other's by what it reaches (clear all, backpropagate all,
+    step all), it names the optimizer the loss was meant for; where this one's own loss was
+    cleared before its step, it says so."""
+    meant = messages("zg006_criterion_handed_to_the_step.py")[28]
+    assert "(line 27, the loss meant for 's_opt')" in meant and "stepped by" not in meant
+    instead = messages("zg006_own_loss_cleared_before_the_step.py")[53]
+    assert "none of its own loss's: a clear removed those before this step" in instead

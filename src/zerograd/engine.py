@@ -443,7 +443,7 @@ def _family(kind: str) -> str:
     """Leaks are one family: whether the caller's scope has a clear elsewhere (ZG004 rather than
     ZG001) does not make a leak the callee shows on its own the caller's."""
     leaks = ("never_cleared", "skipped_clear", "partially_cleared", "part_cleared", "leaked_in", "applied_twice", "stepped_twice")
-    return "leak" if kind in leaks else kind.removesuffix("_instead")
+    return "leak" if kind in leaks else "contaminated" if kind.startswith("contaminated") else kind
 
 
 def _line_col(source: str, offset: int) -> tuple[int, int]:

@@ -84,6 +84,7 @@ _CODE_OF_VERDICT = {
     "stepped_twice": "ZG001",
     "contaminated": "ZG006",
     "contaminated_instead": "ZG006",
+    "contaminated_meant": "ZG006",
 }
 
 
@@ -98,6 +99,9 @@ _VARIANTS = {
     "zeroed_before_step": "'{o}' is zeroed in place after backward() and before {o}.step() on some path, so the "
     "step still moves the weights (momentum, weight decay); set the gradients to None "
     "({o}.zero_grad(set_to_none=True)) or skip the step",
+    "contaminated_meant": "{o}.step() also applies the gradients that {loss} (line {line}, the loss meant for "
+    "'{other}') left in its parameters; detach what that loss takes from {o}'s modules, or clear {o} right "
+    "before its own loss",
     "contaminated_instead": "{o}.step() applies the gradients that {loss} (line {line}, stepped by '{other}') "
     "left in its parameters, and none of its own loss's: a clear removed those before this step; clear {o} "
     "before its own backward(), not between it and its step",

@@ -102,14 +102,16 @@ def judge_contamination(chain: Chain, label: str, incoming: set[State], target: 
         return []
     found: dict[int, Verdict] = {}
     for s in incoming:
-        for event, other, instead in _contaminations(stepped(s.read.window, SELF), target, mine, links, s.wiped):
-            kind = "contaminated_instead" if instead else "contaminated"
+        for event, other, kind in _contaminations(stepped(s.read.window, SELF), target, mine, links, s.wiped):
             found.setdefault(event.site, Verdict(kind, chain, target, label, event.site, other, event.label))
     return [found[site] for site in sorted(found)]
 
 
 def _contaminations(window: Window, target: str, mine: frozenset[str], links: dict[str, frozenset[str]],
-                    wiped: frozenset[Event] = frozenset()) -> list[tuple[Event, str, bool]]:
+                    wiped: frozenset[Event] = frozenset()) -> list[tuple[Event, str, str]]:
+    """Each foreign backward of the window, the optimizer it was meant for, and the verdict's
+    kind: `contaminated` (that optimizer stepped first on it), `contaminated_instead` (and this
+    one's own loss was cleared), `contaminated_meant` (this one stepped first: rule (b))."""
     # `target`'s own losses: those it stepped first after, and those that reach only its sets,
     # whoever stepped first (clear all, backpropagate all, step all: issue 47). `wiped`: those its
     # own clear removed before this step (a module-wide clear between its backward and its step),
@@ -125,14 +127,14 @@ def _contaminations(window: Window, target: str, mine: frozenset[str], links: di
         if first != SELF:  # (a)
             theirs = links.get(first)
             if theirs and _foreign(reach, mine, theirs) and own:
-                found.append((event, first, instead))
+                found.append((event, first, "contaminated_instead" if instead else "contaminated"))
             continue
         for other, theirs in links.items():  # (b)
             if other == target or not theirs or not _foreign(reach, mine, theirs):
                 continue
             alone = all(e is event or e.reach is None or not _touches(e.reach.modules, theirs) for e, _ in window)
             if alone and any(_own_loss(e, mine, theirs) for e in own - {event}):
-                found.append((event, other, instead))
+                found.append((event, other, "contaminated_meant"))
                 break
     return found
 
