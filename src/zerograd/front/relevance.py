@@ -31,7 +31,6 @@ from ..knowledge.optimizers import (
     BACKWARD_METHODS,
     EVENT_METHODS,
     is_optimizer_callee,
-    named_optimizer,
 )
 from .lines import LINE
 from .outline import Outline, closure
@@ -182,9 +181,6 @@ class Scan:
         # optimizer's, a wrapper's `optimizer_step`, a hand-over to `.grad`): scopes() reads them.
         self.backwards: set[int] = set()
         self.steppers: set[int] = set()
-        # Receivers of `.step()` whose name says optimizer (`self.actor_optim`): optimizers the
-        # module steps, built here or handed in (optimizers()).
-        self.stepped: set[str] = set()
         self.counts: list[tuple[int, str]] = []  # (function, `self.x` it assigns)
         self.counted_in: list[Optional[Lines]] = []  # the statement of its body each of those is in
         self.starts: list[int] = []  # the first line of each top-level statement, decorators included
@@ -348,9 +344,6 @@ class Scan:
                 self.backwards.add(owner)
             if name in ("step", "optimizer_step"):
                 self.steppers.add(owner)
-                receiver = dotted(func.value)
-                if receiver is not None and named_optimizer(".".join(receiver)):
-                    self.stepped.add(".".join(receiver) if receiver[0] == "self" else f"{owner}:{'.'.join(receiver)}")
         elif isinstance(func, ast.Name):
             name = func.id
             if name == "backward" or name in self.parameters.get(owner, ()):
@@ -447,14 +440,12 @@ class Scan:
     def optimizers(self) -> int:
         """How many optimizers the module builds, by name: `optimizer = AdamW(...)` on one branch
         and `optimizer = Adafactor(...)` on the other are one (a local by its function, an
-        attribute by its name); a construction not assigned to one name is one of its own. Or
-        how many it steps, whose names say optimizer, if more: an agent handed its optimizers
-        (`self.actor_optim.step()`, `self.critic_optim.step()`) traces its losses' reach too."""
+        attribute by its name); a construction not assigned to one name is one of its own."""
         found: set[tuple[int, Any]] = set()
         for number, ((owner, callee), target) in enumerate(zip(self.assigned, self.assigned_to)):
             if is_optimizer_callee(qualify(callee, self.aliases) or ""):
                 found.add((-1, number) if target is None else (-1 if target[0] == "self" else owner, target))
-        return max(len(found), len(self.stepped))
+        return len(found)
 
     def outline(self) -> Outline:
         """What the project's plan reads of this module (plan.py), as plain data."""
