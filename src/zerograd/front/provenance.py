@@ -594,6 +594,10 @@ class Tracer(Freezes):
             self.record.append((id(function), recorded, frozenset(handed)))
         if not follow:
             return None
+        if _elided(function):
+            # Cut before LibCST read it (elision.py: it performs no event): what it returns is
+            # not known, not nothing (`a, logp = self.actforward(obs)` under-reached the actor).
+            return OPAQUE
         memo = (id(function), tuple(args), tuple(sorted(handed.items())), fields, modules,
                 tuple(sorted(literals.items())))
         found = self.summaries.get(memo)
@@ -684,6 +688,12 @@ def _trains(body: cst.CSTNode) -> bool:
     """Whether a loop body calls `.backward(` (not in a def or class of its own)."""
     return any(isinstance(call.func, cst.Attribute) and call.func.attr.value in _BACKWARD
                for call in _calls_in(body, (cst.Lambda, cst.FunctionDef, cst.ClassDef)))
+
+
+def _elided(function: cst.FunctionDef) -> bool:
+    """A body of one `pass` on the `def` line, as elision.py leaves a function it cut."""
+    body = function.body
+    return isinstance(body, cst.SimpleStatementSuite) and all(isinstance(s, cst.Pass) for s in body.body)
 
 
 def trace(body: Sequence[cst.CSTNode], modules: frozenset[str], key: Key, params: frozenset[str],
