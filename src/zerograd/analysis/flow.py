@@ -296,7 +296,7 @@ def _disjoint(other: str, target: str, links: dict[str, frozenset[str]]) -> bool
 def _cleared(s: State, chain: Chain, zeroes: bool, restarts: bool, mine: Optional[frozenset[str]] = None) -> State:
     """The optimizer's clear: what no step applied is lost (rules.md v3 EMPTY, LOST), unless
     nothing was (the earlier loss stands). Outside a window, gradients of losses that another
-    optimizer stepped first on and whose known reach touches none of `mine` (this optimizer's
+    optimizer stepped first on and whose known reach (nothing unknown in it) touches none of `mine` (this optimizer's
     modules) were that optimizer's losses (an actor's, pending for the encoder's optimizer):
     clearing them before this one's own loss is what the clear is for, and proves no removal,
     whatever the next backward reaches."""
@@ -316,7 +316,7 @@ def _cleared(s: State, chain: Chain, zeroes: bool, restarts: bool, mine: Optiona
 
 def _others_loss(c: Grad, mine: frozenset[str]) -> bool:
     reach = c.backward.reach if c.first and c.backward is not None else None
-    return reach is not None and not any(related(m, mine) for m in reach.modules)
+    return reach is not None and not reach.opaque and not any(related(m, mine) for m in reach.modules)
 
 
 def _maybe_cleared(s: State) -> State:
