@@ -296,17 +296,16 @@ def _disjoint(other: str, target: str, links: dict[str, frozenset[str]]) -> bool
 def _cleared(s: State, chain: Chain, zeroes: bool, restarts: bool, mine: Optional[frozenset[str]] = None) -> State:
     """The optimizer's clear: what no step applied is lost (rules.md v3 EMPTY, LOST), unless
     nothing was (the earlier loss stands). Outside a window, gradients of losses that another
-    optimizer stepped first on and whose known reach (nothing unknown in it) touches none of `mine` (this optimizer's
-    modules) were that optimizer's losses (an actor's, pending for the encoder's optimizer):
+    optimizer stepped first on and whose known reach (nothing unknown in it) touches none of
+    `mine` (this optimizer's modules) were that optimizer's losses (an actor's, pending for the encoder's optimizer):
     clearing them before this one's own loss is what the clear is for, and proves no removal,
     whatever the next backward reaches."""
     read = s.read
     removed = s.removed
-    if read.pending and read.guard == NO_GUARD and mine and all(c.applied or _others_loss(c, mine) for c in s.held):
-        pass
-    elif read.pending:
-        # By the manifest rule a loss of unknown reach proves no window lost (read.owned).
-        removed = _removal(chain, read.guard, zeroes, restarts or not read.owned)
+    if read.pending:
+        if not (mine and read.guard == NO_GUARD and all(c.applied or _others_loss(c, mine) for c in s.held)):
+            # By the manifest rule a loss of unknown reach proves no window lost (read.owned).
+            removed = _removal(chain, read.guard, zeroes, restarts or not read.owned)
     elif removed is not None and removed.maybe is not None:  # what a possible clear may have left
         removed = _removal(chain, removed.maybe, zeroes, restarts) or removed._replace(maybe=None)
     unapplied = frozenset(c.backward for c in s.held
